@@ -1,0 +1,236 @@
+"""Every error Checkpoint raises, and the JSON-RPC codes the proxy answers with.
+
+The hierarchy::
+
+    CheckpointError                     base of everything below
+    ├── UsageError                      a flag or argument that cannot work (bad URL, bad value)
+    ├── JournalError                    the journal store itself
+    │   ├── JournalUnavailable          cannot be opened, read or written (locked, disk, permissions)
+    │   ├── JournalCorrupt              the file is not a Checkpoint journal, or is damaged
+    │   ├── JournalVersionError         written by a newer Checkpoint; refused, never modified
+    │   └── WorkflowOwned               another live proxy owns the workflow
+    ├── UpstreamError                   the upstream MCP server could not be started or died
+    ├── SessionError                    the session server (`checkpoint session`, `checkpoint brief`)
+    │   ├── ProjectRootError            the project root is not an absolute, existing directory
+    │   ├── PathOutsideProject          a file path escapes the project root
+    │   └── CheckpointFileError         a checkpoint file that cannot be used (corrupt, unknown version)
+    └── CallRefused                     one tools/call refused; becomes a JSON-RPC error on the wire
+        ├── InvalidCallParams           -32602 malformed tools/call or `_meta.checkpoint_seq`
+        ├── InDoubt                     -32080 the call at this sequence was in flight at a crash
+        ├── Divergence                  -32081 a different call than the one journaled at this sequence
+        ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
+        └── UpstreamExited              -32083 the upstream died while the call was in flight
+
+Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
+``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
+on; ``ERROR_CODES`` is the one table of those codes and is what the README documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+# JSON-RPC 2.0 standard codes.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+
+# Checkpoint's own codes, in the implementation-defined server range. MCP itself uses -32000..-32002,
+# -32020..-32022 and -32042, so ours sit apart at -32080.
+IN_DOUBT: Final = -32080
+DIVERGENCE: Final = -32081
+JOURNAL_WRITE_FAILED: Final = -32082
+UPSTREAM_EXITED: Final = -32083
+
+ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
+    PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
+    INVALID_REQUEST: ("invalid request", "a JSON value that is not a JSON-RPC message, or a reused request id"),
+    INVALID_PARAMS: (
+        "invalid params",
+        "a tools/call without a tool name, with non-object arguments, or a bad `_meta.checkpoint_seq`",
+    ),
+    IN_DOUBT: (
+        "in doubt",
+        "the call at this sequence was in flight when a proxy stopped; it may or may not have run",
+    ),
+    DIVERGENCE: ("divergence", "a different call than the one journaled at this sequence"),
+    JOURNAL_WRITE_FAILED: (
+        "journal write failed",
+        "the PENDING row could not be made durable, so the call was not sent upstream",
+    ),
+    UPSTREAM_EXITED: (
+        "upstream exited",
+        "the upstream server died while the call was in flight; the call is in doubt",
+    ),
+}
+"""code -> (short name, when it is used). The README's error table is generated from this."""
+
+
+class CheckpointError(Exception):
+    """Base class of every error Checkpoint raises on purpose."""
+
+
+class UsageError(CheckpointError):
+    """A flag or argument that cannot work as given."""
+
+
+class JournalError(CheckpointError):
+    """The journal store failed; see the subclasses."""
+
+
+class JournalUnavailable(JournalError):
+    """The journal cannot be opened, read or written (permissions, disk, a lock held too long)."""
+
+
+class JournalCorrupt(JournalError):
+    """The file is not a Checkpoint journal, or its contents are damaged."""
+
+
+class JournalVersionError(JournalError):
+    """The journal was written by a newer Checkpoint; it is refused and left untouched."""
+
+    def __init__(self, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"the journal has schema version {found}, newer than this Checkpoint supports ({supported}); "
+            "upgrade Checkpoint to open it (the file was not modified)"
+        )
+
+
+class WorkflowOwned(JournalError):
+    """Another live proxy owns the workflow."""
+
+    def __init__(self, workflow: str, owner: str) -> None:
+        self.workflow = workflow
+        self.owner = owner
+        super().__init__(f"workflow {workflow!r} is owned by another live proxy ({owner})")
+
+
+class UpstreamError(CheckpointError):
+    """The upstream MCP server could not be started, or exited."""
+
+
+class SessionError(CheckpointError):
+    """Base of the session server's errors."""
+
+
+class ProjectRootError(SessionError):
+    """The project root is not an absolute path to an existing directory."""
+
+
+class PathOutsideProject(SessionError):
+    """A file path resolves outside the project root."""
+
+
+class CheckpointFileError(SessionError):
+    """A checkpoint file cannot be used: unreadable, corrupt, or of an unknown version."""
+
+
+class CallRefused(CheckpointError):
+    """One tools/call refused by the proxy. ``code`` and ``data`` go on the wire as a JSON-RPC error."""
+
+    code: ClassVar[int]
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data: dict[str, Any] = data or {}
+
+    def to_error(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` member for this refusal."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data:
+            error["data"] = self.data
+        return error
+
+
+class InvalidCallParams(CallRefused):
+    """A tools/call that cannot be journaled as sent (bad name, arguments or ``_meta.checkpoint_seq``)."""
+
+    code = INVALID_PARAMS
+
+
+class InDoubt(CallRefused):
+    """The journal holds a PENDING row at this sequence: the call was in flight when a proxy stopped."""
+
+    code = IN_DOUBT
+
+    def __init__(self, *, workflow: str, seq: int, tool: str, journaled_at: str, resolve: str) -> None:
+        super().__init__(
+            f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} was in flight when a proxy stopped, "
+            "so it may or may not have run; Checkpoint will not run it again. "
+            f"Check the upstream, then resolve it: {resolve}",
+            {
+                "reason": "in_doubt",
+                "workflow": workflow,
+                "seq": seq,
+                "tool": tool,
+                "state": "PENDING",
+                "journaledAt": journaled_at,
+                "resolve": resolve,
+            },
+        )
+
+
+class Divergence(CallRefused):
+    """A completed (or failed) call is journaled at this sequence with another signature."""
+
+    code = DIVERGENCE
+
+    def __init__(
+        self,
+        *,
+        workflow: str,
+        seq: int,
+        journaled: dict[str, Any],
+        received: dict[str, Any],
+        difference: list[str],
+        resolve: str,
+        note: str | None = None,
+    ) -> None:
+        detail = "; ".join(difference[:3]) + (" …" if len(difference) > 3 else "")
+        message = (
+            f"divergence: call #{seq} of workflow {workflow!r} is journaled as {journaled['tool']!r} "
+            f"with other arguments ({detail}); refusing to run a different call at a journaled step"
+        )
+        if note:
+            message += f". {note}"
+        super().__init__(
+            message,
+            {
+                "reason": "divergence",
+                "workflow": workflow,
+                "seq": seq,
+                "tool": received["tool"],
+                "journaled": journaled,
+                "received": received,
+                "difference": difference,
+                "resolve": resolve,
+            },
+        )
+
+
+class JournalWriteFailed(CallRefused):
+    """The PENDING row could not be made durable; the call was refused before reaching the upstream."""
+
+    code = JOURNAL_WRITE_FAILED
+
+    def __init__(self, *, workflow: str, seq: int | None, tool: str, cause: str) -> None:
+        super().__init__(
+            f"journal write failed, so {tool!r} was not sent upstream: {cause}",
+            {"reason": "journal_write_failed", "workflow": workflow, "seq": seq, "tool": tool, "cause": cause},
+        )
+
+
+class UpstreamExited(CallRefused):
+    """The upstream died while the call was in flight; its row stays PENDING (in doubt)."""
+
+    code = UPSTREAM_EXITED
+
+    def __init__(self, *, workflow: str | None, seq: int | None, tool: str | None, exit_status: str) -> None:
+        in_doubt = " The call is in doubt: it may or may not have run." if seq is not None else ""
+        super().__init__(
+            f"the upstream server exited ({exit_status}) while this call was in flight.{in_doubt}",
+            {"reason": "upstream_exited", "workflow": workflow, "seq": seq, "tool": tool, "exit": exit_status},
+        )

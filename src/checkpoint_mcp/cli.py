@@ -81,7 +81,7 @@ class _ProxyGroup(click.Group):
 )
 @click.version_option(__version__, "-V", "--checkpoint-version", prog_name="checkpoint")
 @click.pass_context
-def main(ctx: click.Context, **options: Any) -> None:
+def main(ctx: click.Context, /, **options: Any) -> None:
     """Make MCP agents crash-resumable.
 
     Without a COMMAND, run the journaling proxy: speak MCP on stdio to the client, run the upstream server

@@ -16,6 +16,7 @@ The hierarchy::
     │   └── CheckpointFileError         a checkpoint file that cannot be used (corrupt, unknown version)
     └── CallRefused                     one tools/call refused; becomes a JSON-RPC error on the wire
         ├── InvalidCallParams           -32602 malformed tools/call or `_meta.checkpoint_seq`
+        ├── DuplicateRequestId          -32600 a tools/call reusing the id of a request still in flight
         ├── InDoubt                     -32080 the call at this sequence was in flight at a crash
         ├── Divergence                  -32081 a different call than the one journaled at this sequence
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
@@ -151,18 +152,41 @@ class InvalidCallParams(CallRefused):
     code = INVALID_PARAMS
 
 
+class DuplicateRequestId(CallRefused):
+    """A tools/call whose id is already used by a request in flight: its answer could not be told apart."""
+
+    code = INVALID_REQUEST
+
+    def __init__(self, ident: Any) -> None:
+        super().__init__(
+            f"invalid request: id {ident!r} is already in flight; use a fresh id for each request",
+            {"reason": "duplicate_request_id"},
+        )
+
+
 class InDoubt(CallRefused):
     """The journal holds a PENDING row at this sequence: the call was in flight when a proxy stopped."""
 
     code = IN_DOUBT
 
-    def __init__(self, *, workflow: str, seq: int, tool: str, journaled_at: str, resolve: str) -> None:
+    def __init__(
+        self, *, workflow: str, seq: int, tool: str, journaled_at: str, resolve: str, in_flight_here: bool = False
+    ) -> None:
+        if in_flight_here:
+            message = (
+                f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} is still in flight in this proxy; "
+                "wait for its answer instead of sending it again"
+            )
+        else:
+            message = (
+                f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} was in flight when a proxy stopped, "
+                "so it may or may not have run; Checkpoint will not run it again. "
+                f"Check the upstream, then resolve it: {resolve}"
+            )
         super().__init__(
-            f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} was in flight when a proxy stopped, "
-            "so it may or may not have run; Checkpoint will not run it again. "
-            f"Check the upstream, then resolve it: {resolve}",
+            message,
             {
-                "reason": "in_doubt",
+                "reason": "in_flight" if in_flight_here else "in_doubt",
                 "workflow": workflow,
                 "seq": seq,
                 "tool": tool,

@@ -1,0 +1,28 @@
+"""The journal: the only place with SQL. ``open_journal`` picks the backend from the location."""
+
+from __future__ import annotations
+
+from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, decide
+
+
+def open_journal(location: str) -> Journal:
+    """Open the journal at ``location`` (a file path: SQLite).
+
+    Raises:
+        JournalUnavailable: it cannot be opened.
+        JournalCorrupt: it is not a Checkpoint journal.
+        JournalVersionError: it was written by a newer Checkpoint.
+    """
+    from checkpoint_mcp.journal.sqlite import SqliteJournal
+
+    return SqliteJournal(location)
+
+
+def default_workflow_id(location: str) -> str:
+    """The workflow a proxy uses when none is given: the journal's absolute path."""
+    import os
+
+    return os.path.abspath(os.path.expanduser(location))
+
+
+__all__ = ["CallRecord", "CallState", "Journal", "decide", "default_workflow_id", "open_journal"]

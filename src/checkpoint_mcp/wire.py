@@ -1,0 +1,193 @@
+"""Pure JSON-RPC line handling: classify a line, edit one member in place, build reply lines. No I/O.
+
+MCP over stdio is newline-delimited JSON. The relay forwards the original bytes of every line; this module
+parses a line only to say what it is. When the proxy must change a message (the server identity in the
+handshake, the journal's ``_meta`` on a tools/call result), ``set_member`` splices the new value into the
+original text, so every other byte of the message, odd number spellings and unknown fields included, is kept.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_decoder = json.JSONDecoder()
+# The C-accelerated scanners behind json.loads; typeshed does not declare them.
+_scan_value: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+class Kind(enum.Enum):
+    """What a line is, as far as routing is concerned."""
+
+    REQUEST = "request"  # has "method" and "id": the peer expects exactly one response
+    NOTIFICATION = "notification"  # has "method", no "id"
+    RESPONSE = "response"  # has "id" and "result" or "error", no "method"
+    BATCH = "batch"  # a JSON array (JSON-RPC batch; removed from MCP in 2025-06-18)
+    OTHER = "other"  # valid JSON that is none of the above
+
+
+class WireParseError(ValueError):
+    """The line is not valid JSON (or not UTF-8)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Message:
+    """One classified line. ``body`` is the parsed value; ``id`` is meaningful only when ``has_id``."""
+
+    kind: Kind
+    body: Any
+    method: str | None = None
+    id: Any = None
+    has_id: bool = False
+
+    @property
+    def params(self) -> Any:
+        """The ``params`` member, or None."""
+        return self.body.get("params") if isinstance(self.body, dict) else None
+
+
+def classify(line: bytes | str) -> Message:
+    """Parse one line and say what kind of JSON-RPC message it is.
+
+    Raises:
+        WireParseError: the line is not valid JSON.
+    """
+    try:
+        body = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        raise WireParseError(str(exc)) from exc
+    if isinstance(body, list):
+        return Message(Kind.BATCH, body)
+    if not isinstance(body, dict):
+        return Message(Kind.OTHER, body)
+    has_id = "id" in body
+    ident = body.get("id")
+    method = body.get("method")
+    if isinstance(method, str):
+        return Message(Kind.REQUEST if has_id else Kind.NOTIFICATION, body, method, ident, has_id)
+    if has_id and ("result" in body or "error" in body):
+        return Message(Kind.RESPONSE, body, None, ident, True)
+    return Message(Kind.OTHER, body, None, ident, has_id)
+
+
+def id_key(ident: Any) -> tuple[str, Any]:
+    """A hashable key for a JSON-RPC id that keeps 1, 1.0, "1" and true apart."""
+    return (type(ident).__name__, ident)
+
+
+def encode(obj: Any) -> bytes:
+    """Serialise one message as a compact JSON line."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text of a value (no newline)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def error_line(ident: Any, error: dict[str, Any]) -> bytes:
+    """A JSON-RPC error response line."""
+    return encode({"jsonrpc": "2.0", "id": ident, "error": error})
+
+
+def raw_response_line(ident: Any, member: str, value_text: str) -> bytes:
+    """A response line whose ``result`` or ``error`` is given as JSON text, kept byte for byte."""
+    return f'{{"jsonrpc":"2.0","id":{dumps(ident)},"{member}":{value_text}}}\n'.encode()
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def object_members(text: str, pos: int) -> tuple[dict[str, tuple[int, int]], int]:
+    """Spans of the members of the JSON object starting at ``pos``: key -> (value start, value end).
+
+    Also returns the index just after the opening brace, where a new member can be inserted.
+
+    Raises:
+        ValueError: there is no well-formed object at ``pos``.
+    """
+    pos = _skip_ws(text, pos)
+    if text[pos : pos + 1] != "{":
+        raise ValueError(f"expected an object at {pos}")
+    inside = pos + 1
+    members: dict[str, tuple[int, int]] = {}
+    pos = _skip_ws(text, inside)
+    if text[pos : pos + 1] == "}":
+        return members, inside
+    while True:
+        if text[pos : pos + 1] != '"':
+            raise ValueError(f"expected a member name at {pos}")
+        key, pos = _scan_string(text, pos + 1)
+        pos = _skip_ws(text, pos)
+        if text[pos : pos + 1] != ":":
+            raise ValueError(f"expected ':' at {pos}")
+        start = _skip_ws(text, pos + 1)
+        try:
+            _, end = _scan_value(text, start)
+        except StopIteration as exc:
+            raise ValueError(f"expected a value at {start}") from exc
+        members[key] = (start, end)
+        pos = _skip_ws(text, end)
+        delimiter = text[pos : pos + 1]
+        if delimiter == "}":
+            return members, inside
+        if delimiter != ",":
+            raise ValueError(f"expected ',' or '}}' at {pos}")
+        pos = _skip_ws(text, pos + 1)
+
+
+def member_text(text: str, path: Sequence[str]) -> str | None:
+    """The exact JSON text of the member at ``path`` (object keys from the top), or None if absent."""
+    pos = 0
+    span: tuple[int, int] | None = None
+    for key in path:
+        try:
+            members, _ = object_members(text, pos)
+        except ValueError:
+            return None
+        span = members.get(key)
+        if span is None:
+            return None
+        pos = span[0]
+    return text[span[0] : span[1]] if span else None
+
+
+def set_member(text: str, path: Sequence[str], value_text: str) -> str:
+    """Return ``text`` with the member at ``path`` set to ``value_text``; every other byte is unchanged.
+
+    Missing intermediate objects are created; a non-object intermediate is replaced by an object.
+
+    Raises:
+        ValueError: ``text`` is not a JSON object.
+    """
+    return _set(text, 0, list(path), value_text)
+
+
+def _set(text: str, pos: int, path: list[str], value_text: str) -> str:
+    members, inside = object_members(text, pos)
+    key, rest = path[0], path[1:]
+    span = members.get(key)
+    if span is None:
+        new_value = value_text
+        for name in reversed(rest):
+            new_value = f"{{{dumps(name)}:{new_value}}}"
+        separator = "," if members else ""
+        return f"{text[:inside]}{dumps(key)}:{new_value}{separator}{text[inside:]}"
+    start, end = span
+    if not rest:
+        return f"{text[:start]}{value_text}{text[end:]}"
+    if text[start] != "{":
+        new_value = value_text
+        for name in reversed(rest):
+            new_value = f"{{{dumps(name)}:{new_value}}}"
+        return f"{text[:start]}{new_value}{text[end:]}"
+    inner = _set(text[start:end], 0, rest, value_text)
+    return f"{text[:start]}{inner}{text[end:]}"

@@ -404,6 +404,8 @@ class Relay:
         self._upstream_transport.close()
 
     async def _flush_client(self) -> None:
+        if self._client_reader is not None:
+            self._client_reader.close()
         writer = self._client_writer
         if isinstance(writer, asyncio.WriteTransport) and self._client_writer_alive:
             with contextlib.suppress(TimeoutError):
@@ -414,14 +416,32 @@ class Relay:
 
 
 def _group_alive(pgid: int) -> bool:
-    """True while some process of group ``pgid`` exists (zombies of our own child included until reaped)."""
+    """True while some process of group ``pgid`` is still running.
+
+    Zombies do not count: an orphaned grandchild that has exited waits for init to reap it, which may take a
+    while in a container, but it can no longer do anything.
+    """
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    if not os.path.isdir("/proc/self"):
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command name: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 async def _first(*aws: Any) -> None:

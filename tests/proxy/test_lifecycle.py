@@ -1,0 +1,163 @@
+"""Start-up and shutdown: client EOF, upstream death, signals, and no child ever outliving the proxy."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED
+from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.sqlite import SqliteJournal
+from support import ProxyProcess, pids_in_group, read_effects, server_cmd, wait_until
+
+
+def journaled_proxy(tmp_path: Path, upstream: str | None = None, *extra: str) -> ProxyProcess:
+    return ProxyProcess(
+        "--upstream-cmd",
+        upstream or server_cmd("effects_server.py"),
+        "--journal",
+        str(tmp_path / "j.db"),
+        *extra,
+        env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+    )
+
+
+def states(tmp_path: Path) -> dict[int, CallState]:
+    journal = SqliteJournal(str(tmp_path / "j.db"))
+    try:
+        return {row.seq: row.state for row in journal.calls(str(tmp_path / "j.db"))}
+    finally:
+        journal.close()
+
+
+def upstream_with_pidfile(tmp_path: Path, command: str) -> tuple[str, Path]:
+    """A shell command that records its process group id, then runs ``command``."""
+    pidfile = tmp_path / "upstream.pid"
+    return f"echo $$ > {shlex.quote(str(pidfile))}; {command}", pidfile
+
+
+def test_on_client_eof_the_replies_in_flight_are_drained_and_journaled(tmp_path: Path) -> None:
+    with journaled_proxy(tmp_path) as p:
+        p.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "slow", "arguments": {"seconds": 0.5}},
+            }
+        )
+        p.proc.stdin.close()  # type: ignore[union-attr]
+        reply = p.response(1)
+        assert p.wait() == 0
+    assert reply["result"]["content"][0]["text"] == "slow  done"
+    assert states(tmp_path) == {1: CallState.COMPLETED}
+
+
+def test_when_the_upstream_dies_every_call_in_flight_gets_an_error_and_stays_in_doubt(tmp_path: Path) -> None:
+    with journaled_proxy(tmp_path) as p:
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
+        p.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+        wait_until(lambda: len(read_effects(tmp_path / "effects.jsonl")) == 1, what="hang started")
+        p.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "die", "arguments": {"code": 7}}})
+        replies = {r["id"]: r for r in (p.response(1), p.response(3))}
+        code = p.wait()
+        stderr = p.stderr
+    assert code != 0
+    for ident, seq in ((1, 1), (3, 2)):
+        error = replies[ident]["error"]
+        assert error["code"] == UPSTREAM_EXITED
+        assert error["data"]["seq"] == seq
+        assert "exit code 7" in error["message"]
+    assert "the upstream server exited (exit code 7)" in stderr
+    assert states(tmp_path) == {1: CallState.PENDING, 2: CallState.PENDING}
+    with journaled_proxy(tmp_path) as p:
+        again = p.call("die", {"code": 7}, seq=2)
+        p.close()
+    assert again["error"]["code"] == IN_DOUBT
+
+
+def test_an_upstream_command_that_cannot_start_is_a_clear_error(tmp_path: Path) -> None:
+    with ProxyProcess("--upstream-cmd", "no-such-mcp-server-xyz --flag") as p:
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        reply = p.response(1)
+        code = p.wait()
+        stderr = p.stderr
+    assert code != 0
+    assert reply["error"]["code"] == UPSTREAM_EXITED
+    assert "exit code 127" in stderr
+    assert "not found" in stderr  # the shell's own message reaches our stderr
+
+
+def test_sigterm_stops_the_proxy_and_its_whole_upstream_process_group(tmp_path: Path) -> None:
+    cmd, pidfile = upstream_with_pidfile(tmp_path, f"sleep 300 & exec {server_cmd('effects_server.py')}")
+    with ProxyProcess("--upstream-cmd", cmd) as p:
+        p.initialize()
+        pgid = int(pidfile.read_text())
+        assert pids_in_group(pgid)
+        p.proc.send_signal(signal.SIGTERM)
+        code = p.wait()
+    assert code == 128 + signal.SIGTERM
+    assert not pids_in_group(pgid)  # the backgrounded `sleep` is gone too
+
+
+def test_an_upstream_that_ignores_eof_and_sigterm_is_killed(tmp_path: Path) -> None:
+    stubborn = f"trap '' TERM; exec {shlex.quote(sys.executable)} -c 'import time; time.sleep(300)'"
+    cmd, pidfile = upstream_with_pidfile(tmp_path, stubborn)
+    with ProxyProcess("--upstream-cmd", cmd) as p:
+        wait_until(pidfile.exists, what="upstream start")
+        wait_until(lambda: pidfile.read_text().strip() != "", what="pid written")
+        pgid = int(pidfile.read_text())
+        started = time.monotonic()
+        code = p.close()
+        elapsed = time.monotonic() - started
+    assert code == 0
+    assert not pids_in_group(pgid)
+    assert elapsed < 15
+
+
+def test_a_sigkilled_proxy_takes_its_upstream_with_it(tmp_path: Path) -> None:
+    with journaled_proxy(tmp_path) as p:
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
+        wait_until(lambda: len(read_effects(tmp_path / "effects.jsonl")) == 1, what="hang started")
+        upstream_pid = read_effects(tmp_path / "effects.jsonl")[0]["pid"]
+        p.kill()
+
+    def gone() -> bool:
+        try:
+            os.kill(upstream_pid, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{upstream_pid}/status").read_text().find("zombie") >= 0
+
+    wait_until(gone, what="upstream death")
+
+
+def test_a_journal_that_cannot_be_opened_fails_before_the_upstream_starts(tmp_path: Path) -> None:
+    marker = tmp_path / "upstream-ran"
+    with ProxyProcess(
+        "--upstream-cmd", f"touch {shlex.quote(str(marker))}", "--journal", str(tmp_path / "missing-dir" / "j.db")
+    ) as p:
+        code = p.wait()
+        stderr = p.stderr
+    assert code == 1
+    assert "cannot open journal" in stderr
+    assert "missing-dir" in stderr
+    assert not marker.exists()
+
+
+def test_a_file_that_is_not_a_journal_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    bogus = tmp_path / "j.db"
+    bogus.write_bytes(b"this is not a database, just some bytes\n" * 100)
+    before = bogus.read_bytes()
+    marker = tmp_path / "upstream-ran"
+    with ProxyProcess("--upstream-cmd", f"touch {shlex.quote(str(marker))}", "--journal", str(bogus)) as p:
+        code = p.wait()
+        stderr = p.stderr
+    assert code == 1
+    assert "is it a Checkpoint journal" in stderr
+    assert bogus.read_bytes() == before
+    assert not marker.exists()

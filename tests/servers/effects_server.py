@@ -1,0 +1,154 @@
+"""A raw MCP stdio server whose tools have visible, countable side effects.
+
+It speaks JSON-RPC by hand (no SDK) so tests control every byte. Each executed tool call appends one JSON line
+to the file named by ``EFFECTS_FILE`` *before* answering, so a test can count exactly how many times the
+upstream ran each call, whatever happened to the proxy in between.
+
+Tools:
+  send_email(to, subject)   side effect, answers "sent"
+  slow(seconds, label)      records "started" at once, sleeps, then the side effect
+  fail(reason)              side effect, then a JSON-RPC error (-32000)
+  tool_error(reason)        side effect, then a result with isError: true
+  lookup(key)               readOnlyHint: true; records nothing
+  hang()                    records "started", never answers
+  die(code)                 records "started", exits the process at once
+  odd_numbers()             a result with odd number spellings, written as raw text
+  big(size)                 a result with a text of ``size`` bytes
+  echo_meta()               echoes the request's params as text
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+EFFECTS = os.environ.get("EFFECTS_FILE")
+_out_lock = threading.Lock()
+_effects_lock = threading.Lock()
+
+TOOLS: list[dict[str, Any]] = [
+    {"name": "send_email", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
+    {"name": "slow", "inputSchema": {"type": "object"}},
+    {"name": "fail", "inputSchema": {"type": "object"}},
+    {"name": "tool_error", "inputSchema": {"type": "object"}},
+    {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    {"name": "hang", "inputSchema": {"type": "object"}},
+    {"name": "die", "inputSchema": {"type": "object"}},
+    {"name": "odd_numbers", "inputSchema": {"type": "object"}},
+    {"name": "big", "inputSchema": {"type": "object"}},
+    {"name": "echo_meta", "inputSchema": {"type": "object"}},
+]
+
+
+def send_raw(text: str) -> None:
+    with _out_lock:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def send(obj: dict[str, Any]) -> None:
+    send_raw(json.dumps(obj, separators=(",", ":")))
+
+
+def record(event: str, name: str, arguments: Any) -> None:
+    if EFFECTS:
+        with _effects_lock, open(EFFECTS, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, "tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def text_result(text: str, is_error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def call_tool(ident: Any, params: dict[str, Any]) -> None:
+    name = params.get("name")
+    args = params.get("arguments") or {}
+    if name == "send_email":
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"sent to {args.get('to')}")})
+    elif name == "slow":
+        record("started", name, args)
+        time.sleep(float(args.get("seconds", 1)))
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"slow {args.get('label', '')} done")})
+    elif name == "fail":
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32000, "message": f"failed: {args.get('reason')}"}})
+    elif name == "tool_error":
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"tool error: {args.get('reason')}", True)})
+    elif name == "lookup":
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"value of {args.get('key')}")})
+    elif name == "hang":
+        record("started", name, args)
+    elif name == "die":
+        record("started", name, args)
+        os._exit(int(args.get("code", 3)))
+    elif name == "odd_numbers":
+        record("done", name, args)
+        send_raw(
+            '{"jsonrpc":"2.0","id":' + json.dumps(ident) + ',"result":{"content":[{"type":"text","text":"n"}],'
+            '"structuredContent":{"a":1.0,"b":1E+2,"c":-0,"d":12345678901234567890123},"isError":false,"x-vendor":true}}'
+        )
+    elif name == "big":
+        record("done", name, {"size": args.get("size")})
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result("x" * int(args.get("size", 0)))})
+    elif name == "echo_meta":
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result(json.dumps(params, sort_keys=True))})
+    else:
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32602, "message": f"unknown tool {name}"}})
+
+
+def handle(message: dict[str, Any]) -> None:
+    method = message.get("method")
+    ident = message.get("id")
+    if method is None or ident is None:
+        return  # responses and notifications need no answer
+    if method == "initialize":
+        result = {
+            "protocolVersion": message.get("params", {}).get("protocolVersion", "2025-11-25"),
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "effects", "version": "1.2.3", "title": "Effects test server"},
+        }
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+    elif method == "server/discover":
+        result = {
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "cacheScope": "private",
+            "ttlMs": 0,
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "effects", "version": "1.2.3"}},
+        }
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=True).start()
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": ident, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"method not found: {method}"}})
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}})
+            continue
+        if isinstance(message, dict):
+            handle(message)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -132,10 +133,8 @@ class ProxyProcess:
     def close(self, timeout: float = DEFAULT_TIMEOUT) -> int:
         """Close stdin (client EOF) and wait for the proxy to exit."""
         if self.proc.stdin and not self.proc.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
         return self.wait(timeout)
 
     def wait(self, timeout: float = DEFAULT_TIMEOUT) -> int:
@@ -159,10 +158,8 @@ class ProxyProcess:
             self.proc.wait(DEFAULT_TIMEOUT)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
 
 
 def read_effects(path: Path) -> list[dict[str, Any]]:

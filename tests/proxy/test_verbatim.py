@@ -36,7 +36,9 @@ UPSTREAM_LINES = [
     b'{"jsonrpc":"2.0","id":78,"method":"elicitation/create","params":{"message":"ok?","requestedSchema":{}}}\n',
     b'{"jsonrpc":"2.0","id":80,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1.0e1}}\n',
     b'{"jsonrpc":"2.0","id":2.5,"result":{"vendor":true},"x-trailer":null}\n',
-    '{"jsonrpc":"2.0","id":3,"result":{"messages":[{"role":"user","content":{"type":"text","text":"é ✓ 😀"}}]}}\n'.encode(),
+    (
+        '{"jsonrpc":"2.0","id":3,"result":{"messages":[{"role":"user","content":{"type":"text","text":"é ✓ 😀"}}]}}\n'
+    ).encode(),
     b'{"jsonrpc":"2.0","id":99,"result":{"note":"an answer to nothing"}}\n',
     b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no handshake here","data":[1.0]}}\n',
 ]

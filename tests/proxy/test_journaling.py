@@ -10,6 +10,7 @@ import pytest
 from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
+
 from support import ProxyProcess, done_count, read_effects, server_cmd
 
 

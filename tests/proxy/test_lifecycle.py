@@ -12,6 +12,7 @@ from pathlib import Path
 from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
+
 from support import ProxyProcess, pids_in_group, read_effects, server_cmd, wait_until
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import shlex
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,9 +66,10 @@ SEQ_HINT = "checkpoint_seq"
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 
 
-def resolve_command(workflow: str, seq: int) -> str:
+def resolve_command(journal: str, workflow: str, seq: int) -> str:
     """The operator command that reconciles the call at ``seq`` (shown in in-doubt and divergence errors)."""
-    return f"checkpoint journal resolve --journal JOURNAL {dumps(workflow)} {seq} --completed|--failed|--release"
+    base = f"checkpoint journal resolve --journal {shlex.quote(journal)} {shlex.quote(workflow)} {seq}"
+    return f"{base} (--completed --result-file FILE | --failed --message TEXT | --release)"
 
 
 class _Track(enum.Enum):
@@ -117,6 +119,7 @@ class Interceptor:
         self._config = config
         self._journal = journal
         self._workflow = workflow or ""
+        self._location = journal.location if journal is not None else ""
         self._cursor = journal.max_seq(self._workflow) + 1 if journal is not None else 1
         self._in_flight: dict[tuple[str, Any], _InFlight] = {}
         self._awaiting: list[_AwaitingInput] = []
@@ -309,7 +312,7 @@ class Interceptor:
                 seq=seq,
                 tool=decision.record.tool,
                 journaled_at=decision.record.started_at,
-                resolve=resolve_command(self._workflow, seq),
+                resolve=resolve_command(self._location, self._workflow, seq),
                 in_flight_here=any(e.track is _Track.TOOL_CALL and e.seq == seq for e in self._in_flight.values())
                 or any(a.seq == seq for a in self._awaiting),
             )
@@ -348,7 +351,7 @@ class Interceptor:
             journaled=journaled,
             received=received,
             difference=difference or ["arguments differ"],
-            resolve=resolve_command(self._workflow, record.seq),
+            resolve=resolve_command(self._location, self._workflow, record.seq),
             note=note,
         )
 

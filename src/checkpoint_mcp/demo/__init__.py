@@ -1,0 +1,1 @@
+"""`checkpoint demo`: a scripted agent, a mail server with visible side effects, a crash and a restart."""

@@ -1,0 +1,148 @@
+"""The demo's scripted agent: it drives the demo mailer through `checkpoint` with the official MCP SDK client.
+
+Act 1: the agent runs a four-step workflow; the machine "crashes" (the proxy SIGKILLs itself through a debug
+trigger) right after the mail server sent step 3 but before the journal could record it.
+Act 2: a restarted agent runs its script again from the top, with a changed amount at step 2 (a bug), and the
+proxy replays steps 1-2, refuses the changed call as a divergence, refuses step 3 as in doubt, and runs step 4.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import RequestParamsMeta
+
+from checkpoint_mcp.debug import ENV_VAR as TRIGGER_ENV
+from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT
+
+Step = tuple[str, dict[str, Any]]
+
+SCRIPT: list[Step] = [
+    ("send_email", {"to": "alice@example.com", "subject": "Your order has shipped"}),
+    ("charge_card", {"customer": "alice", "cents": 4200}),
+    ("send_email", {"to": "bob@example.com", "subject": "Your invoice"}),
+    ("send_email", {"to": "carol@example.com", "subject": "Thanks for your feedback"}),
+]
+BUGGY_STEP_2: Step = ("charge_card", {"customer": "alice", "cents": 9900})
+
+
+def _seq(seq: int) -> RequestParamsMeta:
+    """The ``_meta`` that pins a call to a journal sequence."""
+    return RequestParamsMeta(checkpoint_seq=seq)  # type: ignore[typeddict-unknown-key]
+
+
+def say(text: str = "", **style: Any) -> None:
+    """One line of the demo's narration (the demo does not speak MCP, so stdout is free)."""
+    click.secho(text, **style)
+
+
+def _describe(step: Step) -> str:
+    name, args = step
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+class Demo:
+    """Paths and process settings shared by both acts."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.journal = workdir / "journal.db"
+        self.outbox = workdir / "outbox.txt"
+        self.ledger = workdir / "ledger.txt"
+        for path in (self.outbox, self.ledger):
+            path.touch()
+
+    def client(self, crash_at: str | None = None) -> AbstractAsyncContextManager[Client]:
+        upstream = shlex.join([sys.executable, "-m", "checkpoint_mcp.demo.mailer"])
+        env = {**os.environ, "DEMO_OUTBOX": str(self.outbox), "DEMO_LEDGER": str(self.ledger)}
+        env.pop(TRIGGER_ENV, None)
+        if crash_at:
+            env[TRIGGER_ENV] = crash_at
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "checkpoint_mcp", "--upstream-cmd", upstream, "--journal", str(self.journal)],
+            env=env,
+        )
+        return Client(params, mode="legacy")
+
+    def side_effects(self) -> None:
+        say("  What really happened (the mail server's outbox and the card ledger):", dim=True)
+        for line in self.outbox.read_text().splitlines() + self.ledger.read_text().splitlines():
+            say(f"    • {line}", dim=True)
+
+
+async def _act_one(demo: Demo) -> None:
+    say("Act 1 — an agent runs a four-step workflow through checkpoint.", bold=True)
+    say(f"  (journal: {demo.journal})")
+    # Crash right after the mail server answered step 3, before the journal recorded it.
+    async with demo.client(crash_at="after_upstream_reply@3") as client:
+        for seq, step in enumerate(SCRIPT, 1):
+            try:
+                result = await client.call_tool(step[0], step[1], meta=_seq(seq))
+            except MCPError as exc:
+                say(f"  step {seq}: {_describe(step)}")
+                say(f"    💥 the machine crashed mid-call ({exc.message}).", fg="red")
+                break
+            say(f"  step {seq}: {_describe(step)} → {result.content[0].text}")  # type: ignore[union-attr]
+    demo.side_effects()
+    say("  Bob's e-mail went out, but the journal only knows the call was in flight: it is in doubt.")
+    say()
+
+
+async def _act_two(demo: Demo) -> None:
+    say("Act 2 — the agent restarts and runs its script again from the top.", bold=True)
+    say("  (its step 2 now has a bug: a different amount)")
+    script = [SCRIPT[0], BUGGY_STEP_2, SCRIPT[2], SCRIPT[3]]
+    async with demo.client() as client:
+        for seq, step in enumerate(script, 1):
+            say(f"  step {seq}: {_describe(step)}")
+            try:
+                result = await client.call_tool(step[0], step[1], meta=_seq(seq))
+            except MCPError as exc:
+                if exc.code == DIVERGENCE:
+                    say(f"    ✋ refused, divergence: {'; '.join(exc.data['difference'])}", fg="yellow")
+                    say("       the journal holds another call at this step, so checkpoint will not run this one.")
+                elif exc.code == IN_DOUBT:
+                    say("    ✋ refused, in doubt: it was in flight at the crash and may have run.", fg="yellow")
+                    say(f"       an operator checks the upstream, then: {exc.data['resolve']}")
+                else:
+                    say(f"    error {exc.code}: {exc.message}", fg="red")
+                continue
+            info = (result.meta or {}).get("checkpoint/journal", {})
+            how = "replayed from the journal, mail server not called" if info.get("replayed") else "ran upstream"
+            say(f"    ✓ {result.content[0].text} ({how})", fg="green")  # type: ignore[union-attr]
+    demo.side_effects()
+    say()
+
+
+def run_demo(workdir: str | None) -> None:
+    """Run both acts in ``workdir`` (a fresh temporary folder when None)."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="checkpoint-demo-") as tmp:
+            _run(Path(tmp))
+    else:
+        path = Path(workdir)
+        path.mkdir(parents=True, exist_ok=True)
+        _run(path)
+
+
+def _run(workdir: Path) -> None:
+    demo = Demo(workdir)
+    anyio.run(_act_one, demo)
+    anyio.run(_act_two, demo)
+    outbox = demo.outbox.read_text().splitlines()
+    ledger = demo.ledger.read_text().splitlines()
+    say("Result:", bold=True)
+    say(f"  The script ran twice, yet {len(outbox)} e-mails went out and the card was charged {len(ledger)} time(s):")
+    say("  no side effect happened twice, and the changed call and the in-doubt call were surfaced, not guessed.")

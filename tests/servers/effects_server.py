@@ -5,9 +5,11 @@ to the file named by ``EFFECTS_FILE`` *before* answering, so a test can count ex
 upstream ran each call, whatever happened to the proxy in between.
 
 Tools:
-  send_email(to, subject)   side effect, answers "sent"
+  send_email(to, subject)   side effect, answers "sent to <to>"
+  send_quiet(...)           side effect, answers "ok" (echoes nothing of its arguments)
   slow(seconds, label)      records "started" at once, sleeps, then the side effect
   fail(reason)              side effect, then a JSON-RPC error (-32000)
+  fail_quiet(...)           side effect, then a JSON-RPC error that echoes nothing
   tool_error(reason)        side effect, then a result with isError: true
   lookup(key)               readOnlyHint: true; records nothing
   hang()                    records "started", never answers
@@ -32,6 +34,8 @@ _effects_lock = threading.Lock()
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "send_email", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
+    {"name": "send_quiet", "inputSchema": {"type": "object"}},
+    {"name": "fail_quiet", "inputSchema": {"type": "object"}},
     {"name": "slow", "inputSchema": {"type": "object"}},
     {"name": "fail", "inputSchema": {"type": "object"}},
     {"name": "tool_error", "inputSchema": {"type": "object"}},
@@ -72,6 +76,12 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
     if name == "send_email":
         record("done", name, args)
         send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"sent to {args.get('to')}")})
+    elif name == "send_quiet":
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result("ok")})
+    elif name == "fail_quiet":
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32000, "message": "failed"}})
     elif name == "slow":
         record("started", name, args)
         time.sleep(float(args.get("seconds", 1)))

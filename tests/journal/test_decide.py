@@ -1,0 +1,38 @@
+"""The decision table of spec §3.4, as one pure function."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpoint_mcp.journal.base import (
+    CallRecord,
+    CallState,
+    Diverge,
+    InDoubtAt,
+    Proceed,
+    Replay,
+    decide,
+)
+
+
+def row(state: CallState, signature: str = "sig-a") -> CallRecord:
+    return CallRecord("wf", 1, "tool", "{}", signature, state, None, "2026-01-01T00:00:00.000Z", None)
+
+
+@pytest.mark.parametrize(
+    ("record", "signature", "expected"),
+    [
+        (None, "sig-a", Proceed),
+        (row(CallState.COMPLETED), "sig-a", Replay),
+        (row(CallState.COMPLETED), "sig-b", Diverge),
+        (row(CallState.FAILED), "sig-a", Replay),
+        (row(CallState.FAILED), "sig-b", Diverge),
+        (row(CallState.PENDING), "sig-a", InDoubtAt),
+        (row(CallState.PENDING), "sig-b", InDoubtAt),
+    ],
+)
+def test_decide_follows_the_table(record: CallRecord | None, signature: str, expected: type) -> None:
+    decision = decide(record, signature)
+    assert type(decision) is expected
+    if record is not None:
+        assert decision.record is record  # type: ignore[union-attr]

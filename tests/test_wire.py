@@ -1,0 +1,83 @@
+"""wire.py: classification, and single-member edits that keep every other byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checkpoint_mcp.wire import Kind, WireParseError, classify, id_key, member_text, raw_response_line, set_member
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "method"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}', Kind.REQUEST, "tools/call"),
+        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', Kind.REQUEST, "x"),
+        (b'{"jsonrpc":"2.0","method":"notifications/cancelled"}', Kind.NOTIFICATION, "notifications/cancelled"),
+        (b'{"jsonrpc":"2.0","id":"a","result":{}}', Kind.RESPONSE, None),
+        (b'{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}', Kind.RESPONSE, None),
+        (b'[{"jsonrpc":"2.0","id":1,"method":"a"}]', Kind.BATCH, None),
+        (b"42", Kind.OTHER, None),
+        (b'{"jsonrpc":"2.0","id":4}', Kind.OTHER, None),
+    ],
+)
+def test_lines_are_classified_by_their_members(line: bytes, kind: Kind, method: str | None) -> None:
+    message = classify(line)
+    assert message.kind is kind
+    assert message.method == method
+
+
+@pytest.mark.parametrize("line", [b"", b"{", b"not json", b'{"a":1}}', b"\xff\xfe{}"])
+def test_a_line_that_is_not_json_raises_a_parse_error(line: bytes) -> None:
+    with pytest.raises(WireParseError):
+        classify(line)
+
+
+def test_ids_that_python_thinks_equal_stay_apart() -> None:
+    assert len({id_key(1), id_key(1.0), id_key("1"), id_key(True)}) == 4
+
+
+def test_set_member_replaces_one_value_and_keeps_every_other_byte() -> None:
+    text = '{"jsonrpc":"2.0", "id":7,"result":{ "serverInfo" : {"name":"up","version":"1"}, "n":1.0E+2 } }'
+    edited = set_member(text, ("result", "serverInfo", "name"), '"mine"')
+    assert edited == text.replace('"name":"up"', '"name":"mine"')
+
+
+def test_set_member_creates_missing_objects_at_the_front() -> None:
+    text = '{"id":1,"result":{"content":[],"x":-0.0}}'
+    edited = set_member(text, ("result", "_meta", "k"), '{"seq":1}')
+    assert edited == '{"id":1,"result":{"_meta":{"k":{"seq":1}},"content":[],"x":-0.0}}'
+    assert json.loads(edited)["result"]["_meta"] == {"k": {"seq": 1}}
+
+
+def test_set_member_adds_a_key_to_an_existing_meta_object() -> None:
+    text = '{"result":{"_meta":{"other":true},"v":1}}'
+    assert set_member(text, ("result", "_meta", "k"), "2") == '{"result":{"_meta":{"k":2,"other":true},"v":1}}'
+
+
+def test_set_member_into_an_empty_object() -> None:
+    assert set_member("{}", ("a", "b"), "1") == '{"a":{"b":1}}'
+    assert set_member('{"r": {}}', ("r", "k"), "true") == '{"r": {"k":true}}'
+
+
+def test_set_member_replaces_a_non_object_on_the_path() -> None:
+    assert set_member('{"r":{"_meta":null}}', ("r", "_meta", "k"), "1") == '{"r":{"_meta":{"k":1}}}'
+
+
+def test_set_member_refuses_text_that_is_not_an_object() -> None:
+    with pytest.raises(ValueError, match="expected an object"):
+        set_member("[1,2]", ("a",), "1")
+
+
+def test_member_text_returns_the_exact_original_spelling() -> None:
+    text = '{"id":1,"result":{"structuredContent":{"a":1.0,"b":1E+2},"isError":false}}'
+    assert member_text(text, ("result",)) == '{"structuredContent":{"a":1.0,"b":1E+2},"isError":false}'
+    assert member_text(text, ("result", "isError")) == "false"
+    assert member_text(text, ("error",)) is None
+    assert member_text(text, ("id", "x")) is None
+
+
+def test_a_raw_response_line_embeds_the_stored_text_unchanged() -> None:
+    line = raw_response_line("abc", "result", '{"n":1.10}')
+    assert line == b'{"jsonrpc":"2.0","id":"abc","result":{"n":1.10}}\n'

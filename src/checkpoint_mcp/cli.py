@@ -7,14 +7,20 @@ Each command opens its resource, makes one library call, and turns a ``Checkpoin
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.journal.base import Journal
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -58,7 +64,12 @@ class _ProxyGroup(click.Group):
     type=click.Choice(["strict", "fork"]),
     default="strict",
     show_default=True,
-    help="strict refuses a divergent call; fork is not yet implemented and also refuses.",
+    help="strict refuses a divergent call; fork starts a branch of the workflow there and carries on.",
+)
+@click.option(
+    "--replay-from-start",
+    is_flag=True,
+    help="Start the cursor at sequence 1 instead of after the last journaled call (for scripts re-run in order).",
 )
 @click.option(
     "--trust-annotations",
@@ -108,6 +119,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
         on_divergence=options["on_divergence"],
         trust_annotations=options["trust_annotations"],
         redact_args=options["redact_args_in_journal"],
+        replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
     )
@@ -128,3 +140,178 @@ def demo(workdir: str | None) -> None:
         run_demo(workdir)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _journal_option(function: Any) -> Any:
+    return click.option(
+        "--journal",
+        "location",
+        required=True,
+        metavar="PATH_OR_URL",
+        help="The journal, as given to the proxy's --journal.",
+    )(function)
+
+
+def _json_option(function: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(function)
+
+
+@main.group("journal")
+def journal_group() -> None:
+    """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc."""
+
+
+@contextmanager
+def _opened(location: str) -> Iterator[Journal]:
+    from checkpoint_mcp.journal import open_journal
+
+    try:
+        journal = open_journal(location)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        yield journal
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        journal.close()
+
+
+def _emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@journal_group.command("ls")
+@_journal_option
+@_json_option
+def journal_ls(location: str, as_json: bool) -> None:
+    """List workflows with their calls per state (in-doubt first), last activity and live owner."""
+    from checkpoint_mcp.journal import report
+
+    with _opened(location) as journal:
+        summaries = journal.workflows()
+    if as_json:
+        _emit_json([report.summary_json(s) for s in summaries])
+    else:
+        click.echo(report.render_ls(summaries))
+
+
+@journal_group.command("show")
+@_journal_option
+@_json_option
+@click.argument("workflow")
+@click.option("--seq", type=click.IntRange(min=1), help="Show this one call in full.")
+def journal_show(location: str, as_json: bool, workflow: str, seq: int | None) -> None:
+    """Show the timeline of WORKFLOW's calls, or one call in full with --seq."""
+    from checkpoint_mcp.journal import operations, report
+
+    with _opened(location) as journal:
+        summary, calls, resolutions = operations.describe(journal, workflow)
+    if seq is not None:
+        matching = [c for c in calls if c.seq == seq]
+        if not matching:
+            raise click.ClickException(f"workflow {workflow!r} has no call #{seq}")
+        if as_json:
+            _emit_json(
+                {
+                    **report.call_json(matching[0]),
+                    "resolutions": [report.resolution_json(r) for r in resolutions if r.seq == seq],
+                }
+            )
+        else:
+            click.echo(report.render_call(matching[0], resolutions))
+        return
+    if as_json:
+        _emit_json(
+            {
+                **report.summary_json(summary),
+                "calls": [report.call_json(c) for c in calls],
+                "resolutions": [report.resolution_json(r) for r in resolutions],
+            }
+        )
+    else:
+        click.echo(report.render_show(summary, calls, resolutions))
+
+
+@journal_group.command("resolve")
+@_journal_option
+@click.argument("workflow")
+@click.argument("seq", type=click.IntRange(min=1))
+@click.option("--completed", is_flag=True, help="It ran: replays return the result in --result-file.")
+@click.option("--result-file", type=click.File("r"), help="JSON object: the tools/call result to record.")
+@click.option("--failed", is_flag=True, help="It failed: replays return an error with --message.")
+@click.option("--message", help="What went wrong, for --failed.")
+@click.option("--release", is_flag=True, help="Forget it: the next call at this sequence runs again.")
+def journal_resolve(
+    location: str,
+    workflow: str,
+    seq: int,
+    completed: bool,
+    result_file: IO[str] | None,
+    failed: bool,
+    message: str | None,
+    release: bool,
+) -> None:
+    """Record what happened to the in-doubt (PENDING) or FAILED call SEQ of WORKFLOW, with an audit record.
+
+    Refused while a live proxy owns the workflow.
+    """
+    from checkpoint_mcp.journal import operations
+
+    if completed != (result_file is not None):
+        raise click.UsageError("--completed and --result-file go together")
+    if failed != (message is not None):
+        raise click.UsageError("--failed and --message go together")
+    result = result_file.read() if result_file is not None else None
+    with _opened(location) as journal:
+        done = operations.resolve(journal, workflow, seq, result=result, message=message, release=release)
+    effect = {
+        "completed": "replays now return the recorded result",
+        "failed": "replays now return the recorded error",
+        "released": "the next call at this sequence will run",
+    }[done.action.value]
+    click.echo(f"call #{seq} of {workflow} resolved as {done.action.value} (was {done.previous_state.value}): {effect}")
+
+
+@journal_group.command("export")
+@_journal_option
+@click.argument("workflow")
+def journal_export(location: str, workflow: str) -> None:
+    """Print WORKFLOW's calls and resolutions as JSON lines."""
+    from checkpoint_mcp.journal import operations, report
+
+    with _opened(location) as journal:
+        _, calls, resolutions = operations.describe(journal, workflow)
+    for record in calls:
+        click.echo(json.dumps(report.call_json(record), ensure_ascii=False))
+    for resolution in resolutions:
+        click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
+
+
+@journal_group.command("gc")
+@_journal_option
+@_json_option
+@click.option("--older-than", "older_than", required=True, metavar="DURATION", help="e.g. 30d, 12h, 1d12h, 90m.")
+def journal_gc(location: str, as_json: bool, older_than: str) -> None:
+    """Remove COMPLETED and FAILED calls finished longer ago than DURATION (never PENDING ones).
+
+    Workflows owned by a live proxy are skipped. A removed sequence is remembered: a later call there is
+    refused, never re-run.
+    """
+    from checkpoint_mcp.journal import operations, report
+
+    try:
+        age = report.parse_duration(older_than)
+    except CheckpointError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from exc
+    with _opened(location) as journal:
+        removed, skipped = operations.collect(journal, age)
+    if as_json:
+        _emit_json({"removed": removed, "skipped": skipped})
+        return
+    total = sum(len(seqs) for seqs in removed.values())
+    click.echo(f"removed {total} call(s) from {len(removed)} workflow(s)")
+    for workflow, seqs in removed.items():
+        click.echo(f"  {workflow}: {', '.join(f'#{s}' for s in seqs)}")
+    for root in skipped:
+        click.echo(f"  skipped {root}: owned by a live proxy")

@@ -20,7 +20,8 @@ The hierarchy::
         ├── InDoubt                     -32080 the call at this sequence was in flight at a crash
         ├── Divergence                  -32081 a different call than the one journaled at this sequence
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
-        └── UpstreamExited              -32083 the upstream died while the call was in flight
+        ├── UpstreamExited              -32083 the upstream died while the call was in flight
+        └── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -42,6 +43,8 @@ IN_DOUBT: Final = -32080
 DIVERGENCE: Final = -32081
 JOURNAL_WRITE_FAILED: Final = -32082
 UPSTREAM_EXITED: Final = -32083
+COLLECTED: Final = -32084
+FAILED_BY_OPERATOR: Final = -32085
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
@@ -62,6 +65,14 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     UPSTREAM_EXITED: (
         "upstream exited",
         "the upstream server died while the call was in flight; the call is in doubt",
+    ),
+    COLLECTED: (
+        "collected",
+        "`checkpoint journal gc` removed the call journaled at this sequence, so it can be neither replayed nor re-run",
+    ),
+    FAILED_BY_OPERATOR: (
+        "failed (operator)",
+        "replay of a call an operator resolved with `checkpoint journal resolve --failed`",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -170,7 +181,14 @@ class InDoubt(CallRefused):
     code = IN_DOUBT
 
     def __init__(
-        self, *, workflow: str, seq: int, tool: str, journaled_at: str, resolve: str, in_flight_here: bool = False
+        self,
+        *,
+        workflow: str,
+        seq: int,
+        tool: str,
+        journaled_at: str,
+        commands: dict[str, str],
+        in_flight_here: bool = False,
     ) -> None:
         if in_flight_here:
             message = (
@@ -180,8 +198,8 @@ class InDoubt(CallRefused):
         else:
             message = (
                 f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} was in flight when a proxy stopped, "
-                "so it may or may not have run; Checkpoint will not run it again. "
-                f"Check the upstream, then resolve it: {resolve}"
+                "so it may or may not have run; Checkpoint will not run it again. Check the upstream, then "
+                f"record what happened: {commands['completed']} (or --failed, or --release to run it again)"
             )
         super().__init__(
             message,
@@ -192,7 +210,7 @@ class InDoubt(CallRefused):
                 "tool": tool,
                 "state": "PENDING",
                 "journaledAt": journaled_at,
-                "resolve": resolve,
+                "resolve": commands,
             },
         )
 
@@ -210,16 +228,14 @@ class Divergence(CallRefused):
         journaled: dict[str, Any],
         received: dict[str, Any],
         difference: list[str],
-        resolve: str,
-        note: str | None = None,
+        commands: dict[str, str],
     ) -> None:
         detail = "; ".join(difference[:3]) + (" …" if len(difference) > 3 else "")
         message = (
             f"divergence: call #{seq} of workflow {workflow!r} is journaled as {journaled['tool']!r} "
-            f"with other arguments ({detail}); refusing to run a different call at a journaled step"
+            f"with other arguments ({detail}); refusing to run a different call at a journaled step. "
+            f"Replay the journaled call, restart the proxy with --on-divergence fork, or {commands['release']}"
         )
-        if note:
-            message += f". {note}"
         super().__init__(
             message,
             {
@@ -230,7 +246,7 @@ class Divergence(CallRefused):
                 "journaled": journaled,
                 "received": received,
                 "difference": difference,
-                "resolve": resolve,
+                "resolve": commands,
             },
         )
 
@@ -257,4 +273,17 @@ class UpstreamExited(CallRefused):
         super().__init__(
             f"the upstream server exited ({exit_status}) while this call was in flight.{in_doubt}",
             {"reason": "upstream_exited", "workflow": workflow, "seq": seq, "tool": tool, "exit": exit_status},
+        )
+
+
+class Collected(CallRefused):
+    """No row at this sequence, but `gc` removed finished rows up to it: whether it ran cannot be told."""
+
+    code = COLLECTED
+
+    def __init__(self, *, workflow: str, seq: int, commands: dict[str, str]) -> None:
+        super().__init__(
+            f"collected: call #{seq} of workflow {workflow!r} was removed by `checkpoint journal gc`; "
+            "Checkpoint cannot tell whether it ran, so it will not run it. Use a new sequence.",
+            {"reason": "collected", "workflow": workflow, "seq": seq, "resolve": {"show": commands["show"]}},
         )

@@ -30,9 +30,10 @@ def test_a_new_journal_is_in_wal_mode_with_full_synchronous_commits(journal: Sql
 def test_a_reserved_call_is_visible_to_another_connection_once_committed(
     journal: SqliteJournal, tmp_path: Path
 ) -> None:
+    lineage = journal.lineage("wf")
     with journal.batch() as batch:
         batch.reserve("wf", 1, "send", '{"to":"a"}', "sig")
-        assert batch.read("wf", 1) is not None  # visible inside the transaction
+        assert batch.read(lineage, 1) is not None  # visible inside the transaction
         other = sqlite3.connect(tmp_path / "j.db")
         assert other.execute("SELECT count(*) FROM calls").fetchone()[0] == 0  # not before the commit
         other.close()
@@ -48,13 +49,12 @@ def test_finish_moves_only_pending_rows(journal: SqliteJournal) -> None:
         assert batch.finish("wf", 1, CallState.COMPLETED, '{"ok":true}') is True
     with journal.batch() as batch:
         assert batch.finish("wf", 1, CallState.FAILED, "{}") is False
-    record = journal.read("wf", 1)
-    assert record is not None
+    [record] = journal.calls("wf")
     assert record.state is CallState.COMPLETED
     assert record.outcome == '{"ok":true}'
     assert record.finished_at is not None
-    assert journal.max_seq("wf") == 1
-    assert journal.max_seq("other") == 0
+    assert journal.max_seq(journal.lineage("wf")) == 1
+    assert journal.max_seq(journal.lineage("other")) == 0
 
 
 def test_an_exception_inside_a_batch_rolls_everything_back(journal: SqliteJournal) -> None:
@@ -65,7 +65,7 @@ def test_an_exception_inside_a_batch_rolls_everything_back(journal: SqliteJourna
 
     with pytest.raises(RuntimeError, match="boom"):
         write_then_fail()
-    assert journal.read("wf", 1) is None
+    assert journal.calls("wf") == []
 
 
 def test_a_journal_from_a_newer_checkpoint_is_refused_and_not_modified(tmp_path: Path) -> None:
@@ -122,4 +122,4 @@ def test_a_write_lock_held_elsewhere_makes_the_batch_unavailable(
     finally:
         other.execute("ROLLBACK")
         other.close()
-    assert journal.read("wf", 1) is None
+    assert journal.calls("wf") == []

@@ -95,7 +95,10 @@ def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(jou
     assert data["received"]["arguments"] == {"to": "eve", "subject": "hi"}
     assert data["difference"] == ['arguments.to: "ann" → "eve"']
     assert data["journaled"]["at"].endswith("Z")
-    assert "checkpoint journal resolve" in data["resolve"]
+    assert (
+        data["resolve"]["release"] == f"checkpoint journal resolve --journal {journal_path} {journal_path} 1 --release"
+    )
+    assert data["resolve"]["show"] == f"checkpoint journal show --journal {journal_path} {journal_path} --seq 1"
 
 
 def test_another_tool_at_a_journaled_sequence_names_both_tools(journal_path: Path, effects: Path) -> None:
@@ -125,7 +128,8 @@ def test_a_pending_row_is_refused_as_in_doubt_and_the_upstream_is_not_called(jou
         assert error["data"]["seq"] == 1
         assert error["data"]["tool"] == "hang"
         assert error["data"]["state"] == "PENDING"
-        assert "checkpoint journal resolve" in error["data"]["resolve"]
+        assert set(error["data"]["resolve"]) == {"show", "completed", "failed", "release"}
+        assert error["data"]["resolve"]["completed"].startswith("checkpoint journal resolve --journal")
     assert [e["event"] for e in read_effects(effects)] == ["started"]
 
 

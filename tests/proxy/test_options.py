@@ -60,10 +60,10 @@ def test_redacted_arguments_never_reach_the_journal_files_but_divergence_is_stil
         p.call("fail_quiet", {"reason": "another-secret-reason"}, seq=2)
         diverged = p.call("send_quiet", {"to": "someone-else", "subject": "s3cr3t-subject"}, seq=1)
         # Look at the files while the proxy still has them open: the WAL holds the recent commits.
-        files = [f for f in tmp_path.iterdir() if f.name.startswith("j.db")]
+        files = [f for f in tmp_path.iterdir() if f.name.startswith("j.db") and f.is_file()]
         contents = b"".join(f.read_bytes() for f in files)
         p.close()
-    contents += b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.name.startswith("j.db"))
+    contents += b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.name.startswith("j.db") and f.is_file())
     assert any(f.name == "j.db-wal" for f in files)
     for needle in (secret, "s3cr3t-subject", "another-secret-reason", "hunter2"):
         assert needle.encode() not in contents

@@ -1,20 +1,23 @@
-"""The journal's vocabulary: call states, the call record, the decision table, and the store interface.
+"""The journal's vocabulary: call states and records, lineage, the decision table, and the store interface.
 
-Everything here is pure except ``Journal``, the abstract store; one subclass per database holds only what
-differs between them (``sqlite.py``, and the dialect-specific parts of later backends).
+Everything here is pure except ``Journal`` and ``JournalBatch``, the abstract store. ``sql.py`` implements them
+once in portable SQL; ``sqlite.py`` and ``postgres.py`` hold only what differs between the two databases.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
+
+MAX_KEY_LENGTH = 256
+"""The longest ``_meta.checkpoint_key`` accepted."""
 
 
 class CallState(enum.Enum):
@@ -42,11 +45,109 @@ class CallRecord:
     outcome: str | None  # JSON text: the result if COMPLETED, the error object if FAILED, else None
     started_at: str  # ISO 8601 UTC
     finished_at: str | None
+    key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
 
     @property
     def redacted(self) -> bool:
         """True when the arguments were not journaled."""
         return self.arguments == REDACTED_ARGUMENTS
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """One workflow of a lineage: its own rows count from sequence ``start`` on."""
+
+    workflow: str
+    start: int  # 1 for a root; the fork sequence for a branch
+    collected_through: int = 0  # `gc` removed finished rows up to this sequence
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """The workflow a proxy writes to (the head) and the branches it inherits from, newest first.
+
+    A branch forked from its parent at sequence N shares the parent's calls below N and has its own from N on;
+    the parent is never altered. The last branch is the root, whose rows count from 1.
+    """
+
+    branches: tuple[Branch, ...]
+
+    @property
+    def head(self) -> str:
+        """The workflow new calls are written to."""
+        return self.branches[0].workflow
+
+    @property
+    def root(self) -> str:
+        """The workflow id the lineage started from (what ``--workflow-id`` names)."""
+        return self.branches[-1].workflow
+
+    def branch_at(self, seq: int) -> Branch:
+        """The branch whose row counts at ``seq``."""
+        for branch in self.branches:
+            if branch.start <= seq:
+                return branch
+        return self.branches[-1]
+
+    def ranges(self) -> list[tuple[Branch, int, int | None]]:
+        """Each branch with the half-open range of sequences it contributes: (branch, from, to or None)."""
+        out: list[tuple[Branch, int, int | None]] = []
+        limit: int | None = None
+        for branch in self.branches:
+            out.append((branch, branch.start, limit))
+            limit = branch.start if limit is None else min(limit, branch.start)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerInfo:
+    """Who owns a workflow: the live proxy (or operator command) holding its lock."""
+
+    pid: int
+    host: str
+    since: str
+    command: str = "checkpoint"
+
+    def describe(self) -> str:
+        """``pid 4242 on host-a since 2026-…Z (checkpoint)``."""
+        return f"pid {self.pid} on {self.host} since {self.since} ({self.command})"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSummary:
+    """One workflow as `checkpoint journal ls` shows it."""
+
+    workflow: str
+    root: str
+    parent: str | None
+    fork_seq: int | None
+    created_at: str
+    counts: dict[CallState, int] = field(default_factory=dict)
+    last_activity: str | None = None
+    owner: OwnerInfo | None = None
+
+
+class ResolveAction(enum.Enum):
+    """What an operator decided about a PENDING or FAILED call."""
+
+    COMPLETED = "completed"  # it ran: replays return the given result
+    FAILED = "failed"  # it failed: replays return the given error
+    RELEASED = "released"  # forget it: the next call at that sequence runs again (a decision to re-execute)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The audit record of one `checkpoint journal resolve`."""
+
+    workflow: str
+    seq: int
+    action: ResolveAction
+    previous_state: CallState
+    previous_outcome: str | None
+    outcome: str | None
+    user: str
+    host: str
+    at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +164,7 @@ class Replay:
 
 @dataclass(frozen=True, slots=True)
 class Diverge:
-    """A finished call with another signature: refuse."""
+    """A finished call with another signature: refuse (or fork)."""
 
     record: CallRecord
 
@@ -100,16 +201,34 @@ class JournalBatch(ABC):
     """Reads and writes inside one open transaction of a ``Journal``; nothing here commits."""
 
     @abstractmethod
-    def read(self, workflow: str, seq: int) -> CallRecord | None:
-        """The row at ``(workflow, seq)``, including rows written earlier in this batch."""
+    def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
+        """The row that counts at ``seq`` in ``lineage``, including rows written earlier in this batch."""
 
     @abstractmethod
-    def reserve(self, workflow: str, seq: int, tool: str, arguments: str, signature: str) -> None:
+    def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
+        """The row that counts for idempotency key ``key`` in ``lineage``, or None."""
+
+    @abstractmethod
+    def reserve(
+        self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+    ) -> None:
         """Insert a PENDING row."""
 
     @abstractmethod
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
         """Move a PENDING row to COMPLETED or FAILED; False if it was no longer PENDING."""
+
+    @abstractmethod
+    def fork(self, lineage: Lineage, seq: int) -> Lineage:
+        """Create a branch of ``lineage`` at ``seq``; the returned lineage has it as head."""
+
+
+class Ownership(ABC):
+    """A held claim on a workflow lineage; released by ``release`` or by the owner's death."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the workflow up (idempotent)."""
 
 
 class Journal(ABC):
@@ -121,13 +240,26 @@ class Journal(ABC):
     location: str
     """Where the journal lives, safe to print (no credentials)."""
 
-    @abstractmethod
-    def max_seq(self, workflow: str) -> int:
-        """The highest sequence journaled for ``workflow``, 0 if none."""
+    # ---- what a proxy needs ------------------------------------------------------------------------------
 
     @abstractmethod
-    def read(self, workflow: str, seq: int) -> CallRecord | None:
-        """The row at ``(workflow, seq)``, or None."""
+    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
+        """Become the one live owner of the lineage rooted at ``root``.
+
+        Raises:
+            WorkflowOwned: another live process owns it (the error names pid, host and since when).
+        """
+
+    @abstractmethod
+    def lineage(self, workflow: str) -> Lineage:
+        """The lineage a proxy started with ``--workflow-id workflow`` writes to: its newest branch.
+
+        Registers ``workflow`` as a root if the journal has never seen it.
+        """
+
+    @abstractmethod
+    def max_seq(self, lineage: Lineage) -> int:
+        """The highest sequence that counts in ``lineage``, 0 if none."""
 
     @abstractmethod
     def batch(self) -> AbstractContextManager[JournalBatch]:
@@ -136,9 +268,47 @@ class Journal(ABC):
         Several calls' rows share one commit this way (group commit).
         """
 
+    # ---- what an operator needs ---------------------------------------------------------------------------
+
     @abstractmethod
-    def calls(self, workflow: str) -> Iterator[CallRecord]:
-        """Every row of ``workflow`` in sequence order."""
+    def owner(self, root: str) -> OwnerInfo | None:
+        """The live owner of the lineage rooted at ``root``, or None."""
+
+    @abstractmethod
+    def root_of(self, workflow: str) -> str | None:
+        """The root of the lineage ``workflow`` belongs to, or None if the journal has never seen it."""
+
+    @abstractmethod
+    def workflows(self) -> list[WorkflowSummary]:
+        """Every workflow the journal knows, with its counts per state and its lineage."""
+
+    @abstractmethod
+    def calls(self, workflow: str) -> list[CallRecord]:
+        """The rows written to ``workflow`` itself, in sequence order."""
+
+    @abstractmethod
+    def resolutions(self, workflow: str) -> list[Resolution]:
+        """The audit trail of ``workflow``, oldest first."""
+
+    @abstractmethod
+    def resolve(
+        self, workflow: str, seq: int, action: ResolveAction, outcome: str | None, user: str, host: str
+    ) -> Resolution:
+        """Record an operator's decision about the PENDING or FAILED call at ``seq`` (audited).
+
+        The caller must own the workflow's lineage (see ``acquire``).
+
+        Raises:
+            UsageError: there is no such call, or its state cannot be resolved that way.
+        """
+
+    @abstractmethod
+    def collect(self, before: str, skip_roots: Sequence[str] = ()) -> dict[str, list[int]]:
+        """Delete COMPLETED and FAILED rows finished before ``before`` (never PENDING); what was removed.
+
+        Lineages rooted in ``skip_roots`` are left alone. A collected sequence is remembered: a later call
+        there is refused, never re-run.
+        """
 
     @abstractmethod
     def close(self) -> None:

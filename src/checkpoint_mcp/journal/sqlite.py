@@ -4,27 +4,37 @@ A commit returns only after the WAL is fsynced, so a PENDING row is on disk befo
 a COMPLETED row before the client sees the reply. The file is identified by ``PRAGMA application_id`` and
 versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is damaged, or was written by a
 newer Checkpoint is refused before anything is written to it.
+
+Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
+releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import logging
 import os
+import socket
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
-from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, JournalBatch, utc_now
+from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
+from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal.sql import Cursor, SqlJournal
 
 logger = logging.getLogger(__name__)
 
 APPLICATION_ID = 0x43484B50  # "CHKP": marks the file as a Checkpoint journal
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
+LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         """
         CREATE TABLE calls (
@@ -41,24 +51,40 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )
         """,
     ),
+    2: (
+        "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
+        "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
+        """
+        CREATE TABLE workflows (
+            workflow_id TEXT PRIMARY KEY,
+            root_id TEXT NOT NULL,
+            parent_id TEXT,
+            fork_seq INTEGER,
+            created_at TEXT NOT NULL,
+            collected_through INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+        "CREATE INDEX workflows_by_root ON workflows (root_id)",
+        "INSERT INTO workflows (workflow_id, root_id, created_at)"
+        " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
+        """
+        CREATE TABLE resolutions (
+            id INTEGER PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
+            previous_state TEXT NOT NULL,
+            previous_outcome TEXT,
+            outcome TEXT,
+            resolved_by TEXT NOT NULL,
+            host TEXT NOT NULL,
+            at TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX calls_by_finish ON calls (state, finished_at)",
+    ),
 }
 """version -> statements that bring a journal from version-1 to version."""
-
-_COLUMNS = "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at"
-
-
-def _record(row: tuple[Any, ...]) -> CallRecord:
-    return CallRecord(
-        workflow=row[0],
-        seq=row[1],
-        tool=row[2],
-        arguments=row[3],
-        signature=row[4],
-        state=CallState(row[5]),
-        outcome=row[6],
-        started_at=row[7],
-        finished_at=row[8],
-    )
 
 
 @contextmanager
@@ -73,35 +99,19 @@ def _translated(location: str, action: str) -> Iterator[None]:
         raise JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)") from exc
 
 
-class _SqliteBatch(JournalBatch):
-    def __init__(self, con: sqlite3.Connection) -> None:
-        self._con = con
+class _FileOwnership(Ownership):
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd: int | None = fd
+        self._path = path
 
-    def read(self, workflow: str, seq: int) -> CallRecord | None:
-        row = self._con.execute(
-            f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?",  # noqa: S608 (constant columns)
-            (workflow, seq),
-        ).fetchone()
-        return _record(row) if row else None
-
-    def reserve(self, workflow: str, seq: int, tool: str, arguments: str, signature: str) -> None:
-        self._con.execute(
-            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at)"
-            " VALUES (?, ?, ?, ?, ?, 'PENDING', ?)",
-            (workflow, seq, tool, arguments, signature, utc_now()),
-        )
-
-    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
-        cursor = self._con.execute(
-            "UPDATE calls SET state = ?, outcome = ?, finished_at = ?"
-            " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'",
-            (state.value, outcome, utc_now(), workflow, seq),
-        )
-        return cursor.rowcount == 1
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
 
 
-class SqliteJournal(Journal):
-    """A journal in one SQLite file; safe for several processes (different workflows) at once."""
+class SqliteJournal(SqlJournal):
+    """A journal in one SQLite file; several processes may use it at once, one per workflow lineage."""
 
     def __init__(self, path: str) -> None:
         """Open (creating if needed) the journal at ``path``.
@@ -113,6 +123,7 @@ class SqliteJournal(Journal):
         """
         self.path = os.path.abspath(os.path.expanduser(path))
         self.location = self.path
+        self.owners_dir = self.path + ".owners"
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             raise JournalUnavailable(f"cannot open journal {self.path}: directory {directory} does not exist")
@@ -141,15 +152,15 @@ class SqliteJournal(Journal):
                 raise JournalUnavailable(f"cannot put journal {self.path} in WAL mode (got {mode!r})")
             self._con.execute("PRAGMA synchronous=FULL")
             if version < SCHEMA_VERSION:
-                self._migrate(version)
+                self._migrate()
 
-    def _migrate(self, version: int) -> None:
+    def _migrate(self) -> None:
         self._con.execute("BEGIN IMMEDIATE")
         try:
             # Re-read under the write lock: another process may have migrated meanwhile.
             current = self._con.execute("PRAGMA user_version").fetchone()[0]
             for target in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target]:
+                for statement in MIGRATIONS[target]:
                     self._con.execute(statement)
                 logger.info("journal %s migrated to schema version %d", self.path, target)
             self._con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -159,28 +170,23 @@ class SqliteJournal(Journal):
             self._con.execute("ROLLBACK")
             raise
 
-    def max_seq(self, workflow: str) -> int:
-        """The highest sequence journaled for ``workflow``, 0 if none."""
-        with _translated(self.path, "read"):
-            row = self._con.execute("SELECT max(seq) FROM calls WHERE workflow_id = ?", (workflow,)).fetchone()
-        return int(row[0] or 0)
+    # ---- SqlJournal hooks ---------------------------------------------------------------------------------
 
-    def read(self, workflow: str, seq: int) -> CallRecord | None:
-        """The row at ``(workflow, seq)``, or None."""
-        with _translated(self.path, "read"):
-            return _SqliteBatch(self._con).read(workflow, seq)
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement on the journal's connection."""
+        return self._con.execute(sql, params)
 
     @contextmanager
-    def batch(self) -> Iterator[JournalBatch]:
-        """One write transaction, committed durably on exit.
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT; the commit fsyncs the WAL.
 
         Raises:
-            JournalUnavailable: the transaction could not start or commit (the batch's writes are gone).
+            JournalUnavailable: the transaction could not start or commit (its writes are gone).
         """
         with _translated(self.path, "write"):
             self._con.execute("BEGIN IMMEDIATE")
             try:
-                yield _SqliteBatch(self._con)
+                yield
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
@@ -191,15 +197,78 @@ class SqliteJournal(Journal):
                     self._con.execute("ROLLBACK")
                 raise
 
-    def calls(self, workflow: str) -> Iterator[CallRecord]:
-        """Every row of ``workflow`` in sequence order."""
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Translate sqlite3 errors raised by reads."""
         with _translated(self.path, "read"):
-            rows = self._con.execute(
-                f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY seq",  # noqa: S608
-                (workflow,),
-            ).fetchall()
-        return iter([_record(row) for row in rows])
+            yield
+
+    # ---- ownership ----------------------------------------------------------------------------------------
+
+    def _lock_path(self, root: str) -> str:
+        digest = hashlib.sha256(root.encode()).hexdigest()[:32]
+        return os.path.join(self.owners_dir, f"{digest}.lock")
+
+    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
+        """Take the flock of ``root``'s lineage and write who we are into it.
+
+        Raises:
+            WorkflowOwned: another live process holds it.
+            JournalUnavailable: the lock file cannot be created.
+        """
+        path = self._lock_path(root)
+        try:
+            os.makedirs(self.owners_dir, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise JournalUnavailable(f"cannot create the ownership lock {path}: {exc}") from exc
+        deadline = time.monotonic() + LOCK_RETRY_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    owner = _read_owner(fd)
+                    os.close(fd)
+                    raise WorkflowOwned(root, owner.describe() if owner else "starting up") from None
+                time.sleep(0.02)
+        info = {
+            "workflow": root,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": utc_now(),
+            "command": command,
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        return _FileOwnership(fd, path)
+
+    def owner(self, root: str) -> OwnerInfo | None:
+        """The live owner of ``root``'s lineage: a shared-lock probe fails only while someone holds it."""
+        path = self._lock_path(root)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_owner(fd) or OwnerInfo(0, "?", "?", "starting up")
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         """Close the connection."""
         self._con.close()
+
+
+def _read_owner(fd: int) -> OwnerInfo | None:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"null")
+        return OwnerInfo(int(data["pid"]), str(data["host"]), str(data["since"]), str(data.get("command", "")))
+    except (ValueError, TypeError, KeyError, OSError):
+        return None

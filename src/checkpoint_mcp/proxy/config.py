@@ -16,5 +16,6 @@ class ProxyConfig:
     on_divergence: Literal["strict", "fork"] = "strict"
     trust_annotations: bool = False
     redact_args: bool = False
+    replay_from_start: bool = False
     server_name: str = "checkpoint"
     server_version: str = "0.0.0"

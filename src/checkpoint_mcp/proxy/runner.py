@@ -1,4 +1,4 @@
-"""Run one proxy process: open the journal, protect stdout, start the relay, return the exit code."""
+"""Run one proxy process: open the journal, own the workflow, protect stdout, start the relay."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import logging
 import os
 import sys
 from contextlib import ExitStack
+from typing import IO
 
-from checkpoint_mcp.journal import Journal, default_workflow_id, open_journal
+from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.proxy.interceptor import Interceptor
 from checkpoint_mcp.proxy.relay import Relay
@@ -16,7 +18,7 @@ from checkpoint_mcp.proxy.relay import Relay
 logger = logging.getLogger(__name__)
 
 
-def _wire_streams(stack: ExitStack) -> tuple[object, object]:
+def _wire_streams(stack: ExitStack) -> tuple[IO[bytes], IO[bytes]]:
     """The client's stdin and a private copy of stdout; fd 1 then points at stderr.
 
     A stray print (ours or a library's) thus lands on stderr instead of corrupting the MCP wire.
@@ -33,20 +35,22 @@ def run_proxy(config: ProxyConfig) -> int:
     """Serve one client until it or the upstream leaves; the process exit code.
 
     Raises:
-        JournalError: the journal cannot be opened (before the upstream is started).
+        JournalError: the journal cannot be opened, or another live proxy owns the workflow
+            (both before the upstream is started).
     """
-    journal: Journal | None = None
-    workflow: str | None = None
-    if config.journal is not None:
-        journal = open_journal(config.journal)
-        workflow = config.workflow_id or default_workflow_id(config.journal)
-        logger.info("journal %s, workflow %r", journal.location, workflow)
-    elif config.workflow_id is not None:
-        logger.warning("--workflow-id has no effect without --journal")
     with ExitStack() as stack:
-        if journal is not None:
+        journal: Journal | None = None
+        lineage: Lineage | None = None
+        if config.journal is not None:
+            journal = open_journal(config.journal)
             stack.callback(journal.close)
-        interceptor = Interceptor(config, journal, workflow)
+            root = config.workflow_id or default_workflow_id(config.journal)
+            stack.callback(journal.acquire(root).release)
+            lineage = journal.lineage(root)
+            logger.info("journal %s, workflow %r (writing to %r)", journal.location, root, lineage.head)
+        elif config.workflow_id is not None or config.replay_from_start:
+            logger.warning("--workflow-id and --replay-from-start have no effect without --journal")
+        interceptor = Interceptor(config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(config.upstream_cmd, interceptor, client_in, client_out)  # type: ignore[arg-type]
+        relay = Relay(config.upstream_cmd, interceptor, client_in, client_out)
         return asyncio.run(relay.run())

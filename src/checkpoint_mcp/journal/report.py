@@ -1,0 +1,212 @@
+"""What `checkpoint journal …` prints: human tables, JSON for scripts, and durations. No SQL, no I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
+
+SHORT_ARGUMENTS = 60
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``1d12h``, ``90m``, ``2w``, ``45s`` as a timedelta.
+
+    Raises:
+        UsageError: the text is not such a duration.
+    """
+    compact = text.replace(" ", "").lower()
+    parts = _DURATION.findall(compact)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
+        raise UsageError(f"cannot read duration {text!r}: use a number and a unit, e.g. 30d, 12h, 90m, 1d12h")
+    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
+
+
+def iso_before(age: timedelta, now: datetime | None = None) -> str:
+    """The journal's timestamp format for ``now - age``."""
+    moment = (now or datetime.now(UTC)) - age
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def duration_text(record: CallRecord) -> str:
+    """How long the call took, ``1.25 s``, or ``-`` while PENDING."""
+    start, end = _parse_time(record.started_at), _parse_time(record.finished_at)
+    if start is None or end is None:
+        return "-"
+    seconds = (end - start).total_seconds()
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def short_arguments(record: CallRecord) -> str:
+    """The arguments on one line, cut to SHORT_ARGUMENTS characters; «redacted» when not journaled."""
+    if record.redacted:
+        return "«redacted»"
+    text = record.arguments
+    return text if len(text) <= SHORT_ARGUMENTS else text[: SHORT_ARGUMENTS - 1] + "…"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join([line, *body])
+
+
+def lineage_text(summary: WorkflowSummary) -> str:
+    """``root`` or ``fork of PARENT at #N``."""
+    if summary.parent is None:
+        return "root"
+    return f"fork of {summary.parent} at #{summary.fork_seq}"
+
+
+def render_ls(summaries: list[WorkflowSummary]) -> str:
+    """The `ls` table: in-doubt workflows first, then the most recently active."""
+    if not summaries:
+        return "The journal has no workflows yet."
+    ordered = sorted(
+        summaries, key=lambda s: (-s.counts.get(CallState.PENDING, 0), _negated(s.last_activity), s.workflow)
+    )
+    rows = [
+        [
+            s.workflow,
+            lineage_text(s),
+            str(s.counts.get(CallState.PENDING, 0)),
+            str(s.counts.get(CallState.COMPLETED, 0)),
+            str(s.counts.get(CallState.FAILED, 0)),
+            s.last_activity or "-",
+            s.owner.describe() if s.owner else "-",
+        ]
+        for s in ordered
+    ]
+    return _table(["WORKFLOW", "LINEAGE", "IN DOUBT", "COMPLETED", "FAILED", "LAST ACTIVITY", "LIVE OWNER"], rows)
+
+
+def _negated(timestamp: str | None) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in timestamp or "")
+
+
+def summary_json(summary: WorkflowSummary) -> dict[str, Any]:
+    """One workflow for `ls --json`."""
+    return {
+        "workflow": summary.workflow,
+        "root": summary.root,
+        "parent": summary.parent,
+        "forkSeq": summary.fork_seq,
+        "createdAt": summary.created_at,
+        "counts": {state.value: summary.counts.get(state, 0) for state in CallState},
+        "lastActivity": summary.last_activity,
+        "owner": None
+        if summary.owner is None
+        else {"pid": summary.owner.pid, "host": summary.owner.host, "since": summary.owner.since},
+    }
+
+
+def _json_or_text(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def call_json(record: CallRecord) -> dict[str, Any]:
+    """One call for `show --json` and `export`."""
+    return {
+        "type": "call",
+        "workflow": record.workflow,
+        "seq": record.seq,
+        "tool": record.tool,
+        "arguments": None if record.redacted else _json_or_text(record.arguments),
+        "redacted": record.redacted,
+        "key": record.key,
+        "signature": record.signature,
+        "state": record.state.value,
+        "outcome": _json_or_text(record.outcome),
+        "startedAt": record.started_at,
+        "finishedAt": record.finished_at,
+    }
+
+
+def resolution_json(resolution: Resolution) -> dict[str, Any]:
+    """One audit record for `show --json` and `export`."""
+    return {
+        "type": "resolution",
+        "workflow": resolution.workflow,
+        "seq": resolution.seq,
+        "action": resolution.action.value,
+        "previousState": resolution.previous_state.value,
+        "previousOutcome": _json_or_text(resolution.previous_outcome),
+        "outcome": _json_or_text(resolution.outcome),
+        "by": resolution.user,
+        "host": resolution.host,
+        "at": resolution.at,
+    }
+
+
+def resolution_text(resolution: Resolution) -> str:
+    """``#3 resolved as completed (was PENDING) by alice on host-a at …``."""
+    return (
+        f"#{resolution.seq} resolved as {resolution.action.value} (was {resolution.previous_state.value}) "
+        f"by {resolution.user} on {resolution.host} at {resolution.at}"
+    )
+
+
+def render_show(summary: WorkflowSummary, calls: list[CallRecord], resolutions: list[Resolution]) -> str:
+    """The timeline of one workflow."""
+    header = [f"Workflow {summary.workflow} ({lineage_text(summary)}; created {summary.created_at})"]
+    if summary.parent is not None:
+        header.append(f"  calls before #{summary.fork_seq} are those of {summary.parent}")
+    header.append(f"  live owner: {summary.owner.describe() if summary.owner else 'none'}")
+    rows = [
+        [f"#{r.seq}", r.tool, r.state.value, r.started_at, duration_text(r), short_arguments(r), r.key or ""]
+        for r in calls
+    ]
+    timeline = (
+        _table(["SEQ", "TOOL", "STATE", "STARTED", "DURATION", "ARGUMENTS", "KEY"], rows) if rows else "(no calls)"
+    )
+    parts = ["\n".join(header), timeline]
+    if resolutions:
+        parts.append("Resolutions:\n" + "\n".join(f"  {resolution_text(r)}" for r in resolutions))
+    return "\n\n".join(parts)
+
+
+def render_call(record: CallRecord, resolutions: list[Resolution]) -> str:
+    """One call in full (`show --seq N`)."""
+    arguments = (
+        "«redacted»" if record.redacted else json.dumps(json.loads(record.arguments), indent=2, ensure_ascii=False)
+    )
+    outcome = _json_or_text(record.outcome)
+    lines = [
+        f"Call #{record.seq} of {record.workflow}",
+        f"  tool:       {record.tool}",
+        f"  state:      {record.state.value}",
+        f"  started:    {record.started_at}",
+        f"  finished:   {record.finished_at or '-'} ({duration_text(record)})",
+        f"  key:        {record.key or '-'}",
+        f"  signature:  {record.signature}",
+        "  arguments:",
+        _indent(arguments),
+        "  result:" if record.state is not CallState.FAILED else "  error:",
+        _indent("-" if outcome is None else json.dumps(outcome, indent=2, ensure_ascii=False)),
+    ]
+    mine = [r for r in resolutions if r.seq == record.seq]
+    if mine:
+        lines += ["  resolutions:", *(f"    {resolution_text(r)}" for r in mine)]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())

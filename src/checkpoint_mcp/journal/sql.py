@@ -1,0 +1,300 @@
+"""The journal in portable SQL: every statement the proxy and the operator commands run, written once.
+
+Subclasses (``sqlite.py``, ``postgres.py``) provide the connection, transactions, schema migrations, ownership
+locks and the translation of their driver's exceptions; statements here use ``?`` placeholders, which a
+subclass rewrites if its driver wants another style. Timestamps are ISO 8601 UTC text in both databases, so
+they compare as strings and read the same everywhere.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
+
+from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.journal.base import (
+    Branch,
+    CallRecord,
+    CallState,
+    Journal,
+    JournalBatch,
+    Lineage,
+    Resolution,
+    ResolveAction,
+    WorkflowSummary,
+    utc_now,
+)
+
+COLUMNS = "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
+
+
+class Cursor(Protocol):
+    """What both drivers' cursors offer."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+def _record(row: Sequence[Any]) -> CallRecord:
+    return CallRecord(
+        workflow=row[0],
+        seq=int(row[1]),
+        tool=row[2],
+        arguments=row[3],
+        signature=row[4],
+        state=CallState(row[5]),
+        outcome=row[6],
+        started_at=row[7],
+        finished_at=row[8],
+        key=row[9],
+    )
+
+
+class _SqlBatch(JournalBatch):
+    def __init__(self, journal: SqlJournal) -> None:
+        self._j = journal
+
+    def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
+        branch = lineage.branch_at(seq)
+        row = self._j.execute(
+            f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (branch.workflow, seq)
+        ).fetchone()
+        return _record(row) if row else None
+
+    def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
+        for branch, start, limit in lineage.ranges():
+            sql = f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND idempotency_key = ? AND seq >= ?"
+            params: tuple[Any, ...] = (branch.workflow, key, start)
+            if limit is not None:
+                sql += " AND seq < ?"
+                params += (limit,)
+            row = self._j.execute(sql, params).fetchone()
+            if row:
+                return _record(row)
+        return None
+
+    def reserve(
+        self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+    ) -> None:
+        self._j.execute(
+            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key)"
+            " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)",
+            (workflow, seq, tool, arguments, signature, utc_now(), key),
+        )
+
+    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
+        cursor = self._j.execute(
+            "UPDATE calls SET state = ?, outcome = ?, finished_at = ?"
+            " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'",
+            (state.value, outcome, utc_now(), workflow, seq),
+        )
+        return cursor.rowcount == 1
+
+    def fork(self, lineage: Lineage, seq: int) -> Lineage:
+        root = lineage.root
+        count = self._j.execute(
+            "SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,)
+        ).fetchone()[0]
+        name = f"{root}~{int(count) + 1}"
+        self._j.execute(
+            "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)",
+            (name, root, lineage.head, seq, utc_now()),
+        )
+        return Lineage((Branch(name, seq), *lineage.branches))
+
+
+class SqlJournal(Journal):
+    """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement on the journal's connection (inside the open transaction, if any)."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A write transaction, committed durably on exit; driver errors become ``JournalError``."""
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[None]:
+        """Translate driver errors raised by reads outside a transaction."""
+
+    @contextmanager
+    def batch(self) -> Iterator[JournalBatch]:
+        """One write transaction shared by several calls' rows (group commit)."""
+        with self.transaction():
+            yield _SqlBatch(self)
+
+    # ---- lineage ------------------------------------------------------------------------------------------
+
+    def lineage(self, workflow: str) -> Lineage:
+        """The newest branch of ``workflow`` and the chain it inherits from."""
+        with self.transaction():
+            self.execute(
+                "INSERT INTO workflows (workflow_id, root_id, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (workflow_id) DO NOTHING",
+                (workflow, workflow, utc_now()),
+            )
+            root = self.execute("SELECT root_id FROM workflows WHERE workflow_id = ?", (workflow,)).fetchone()[0]
+            rows = self.execute(
+                "SELECT workflow_id, parent_id, fork_seq, created_at, collected_through FROM workflows"
+                " WHERE root_id = ?",
+                (root,),
+            ).fetchall()
+        by_id = {row[0]: row for row in rows}
+        children: dict[str, list[str]] = {}
+        for row in rows:
+            if row[1] is not None:
+                children.setdefault(row[1], []).append(row[0])
+        # The newest workflow among ``workflow`` and its descendants is where calls go on.
+        subtree, stack = [], [workflow]
+        while stack:
+            current = stack.pop()
+            subtree.append(current)
+            stack.extend(children.get(current, []))
+        head = max(subtree, key=lambda w: (by_id[w][3], w))
+        branches: list[Branch] = []
+        current_id: str | None = head
+        while current_id is not None:
+            row = by_id[current_id]
+            branches.append(Branch(row[0], int(row[2]) if row[2] is not None else 1, int(row[4])))
+            current_id = row[1]
+        return Lineage(tuple(branches))
+
+    def max_seq(self, lineage: Lineage) -> int:
+        """The highest sequence that counts in ``lineage`` (collected sequences included), 0 if none."""
+        highest = 0
+        with self.reading():
+            for branch, start, limit in lineage.ranges():
+                sql = "SELECT max(seq) FROM calls WHERE workflow_id = ? AND seq >= ?"
+                params: tuple[Any, ...] = (branch.workflow, start)
+                if limit is not None:
+                    sql += " AND seq < ?"
+                    params += (limit,)
+                found = self.execute(sql, params).fetchone()[0]
+                collected = branch.collected_through if limit is None else min(branch.collected_through, limit - 1)
+                highest = max(highest, int(found or 0), collected)
+        return highest
+
+    # ---- operator -----------------------------------------------------------------------------------------
+
+    def root_of(self, workflow: str) -> str | None:
+        """The root of ``workflow``'s lineage, or None if unknown."""
+        with self.reading():
+            row = self.execute("SELECT root_id FROM workflows WHERE workflow_id = ?", (workflow,)).fetchone()
+        return str(row[0]) if row else None
+
+    def workflows(self) -> list[WorkflowSummary]:
+        """Every workflow with its counts per state, last activity and live owner."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT workflow_id, root_id, parent_id, fork_seq, created_at FROM workflows ORDER BY created_at"
+            ).fetchall()
+            counts = self.execute(
+                "SELECT workflow_id, state, count(*), max(coalesce(finished_at, started_at)) FROM calls"
+                " GROUP BY workflow_id, state"
+            ).fetchall()
+        per: dict[str, dict[CallState, int]] = {}
+        last: dict[str, str] = {}
+        for workflow, state, count, latest in counts:
+            per.setdefault(workflow, {})[CallState(state)] = int(count)
+            if latest and latest > last.get(workflow, ""):
+                last[workflow] = latest
+        owners = {root: self.owner(root) for root in {row[1] for row in rows}}
+        return [
+            WorkflowSummary(
+                workflow=row[0],
+                root=row[1],
+                parent=row[2],
+                fork_seq=int(row[3]) if row[3] is not None else None,
+                created_at=row[4],
+                counts=per.get(row[0], {}),
+                last_activity=last.get(row[0]),
+                owner=owners[row[1]],
+            )
+            for row in rows
+        ]
+
+    def calls(self, workflow: str) -> list[CallRecord]:
+        """The rows written to ``workflow`` itself, in sequence order."""
+        with self.reading():
+            rows = self.execute(
+                f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? ORDER BY seq", (workflow,)
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+    def resolutions(self, workflow: str) -> list[Resolution]:
+        """The audit trail of ``workflow``, oldest first."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT workflow_id, seq, action, previous_state, previous_outcome, outcome, resolved_by, host, at"
+                " FROM resolutions WHERE workflow_id = ? ORDER BY id",
+                (workflow,),
+            ).fetchall()
+        return [
+            Resolution(r[0], int(r[1]), ResolveAction(r[2]), CallState(r[3]), r[4], r[5], r[6], r[7], r[8])
+            for r in rows
+        ]
+
+    def resolve(
+        self, workflow: str, seq: int, action: ResolveAction, outcome: str | None, user: str, host: str
+    ) -> Resolution:
+        """Apply and audit an operator's decision about one call.
+
+        Raises:
+            UsageError: no such call, or a COMPLETED call asked to become something else than released.
+        """
+        with self.transaction():
+            row = self.execute(
+                f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq)
+            ).fetchone()
+            if row is None:
+                raise UsageError(f"workflow {workflow!r} has no call #{seq} to resolve")
+            record = _record(row)
+            if record.state is CallState.COMPLETED and action is not ResolveAction.RELEASED:
+                raise UsageError(
+                    f"call #{seq} of {workflow!r} is COMPLETED; only --release applies to it (to let another call "
+                    "take its sequence)"
+                )
+            now = utc_now()
+            if action is ResolveAction.RELEASED:
+                self.execute("DELETE FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
+            else:
+                state = CallState.COMPLETED if action is ResolveAction.COMPLETED else CallState.FAILED
+                self.execute(
+                    "UPDATE calls SET state = ?, outcome = ?, finished_at = ? WHERE workflow_id = ? AND seq = ?",
+                    (state.value, outcome, now, workflow, seq),
+                )
+            self.execute(
+                "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome,"
+                " resolved_by, host, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
+            )
+        return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
+
+    def collect(self, before: str, skip_roots: Sequence[str] = ()) -> dict[str, list[int]]:
+        """Delete finished rows older than ``before`` outside ``skip_roots``; remember how far each went."""
+        removed: dict[str, list[int]] = {}
+        with self.transaction():
+            rows = self.execute(
+                "SELECT c.workflow_id, c.seq FROM calls c JOIN workflows w ON w.workflow_id = c.workflow_id"
+                " WHERE c.state IN ('COMPLETED', 'FAILED') AND c.finished_at < ? ORDER BY c.workflow_id, c.seq",
+                (before,),
+            ).fetchall()
+            roots = dict(self.execute("SELECT workflow_id, root_id FROM workflows").fetchall())
+            for workflow, seq in rows:
+                if roots.get(workflow) not in skip_roots:
+                    removed.setdefault(workflow, []).append(int(seq))
+            for workflow, seqs in removed.items():
+                for seq in seqs:
+                    self.execute("DELETE FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
+                self.execute(
+                    "UPDATE workflows SET collected_through = ? WHERE workflow_id = ? AND collected_through < ?",
+                    (max(seqs), workflow, max(seqs)),
+                )
+        return removed

@@ -1,0 +1,290 @@
+"""The journaled life of one tools/call: its sequence, the journal's decision, its outcome.
+
+``CallJournal`` gives each call a sequence (``_meta.checkpoint_seq``, an idempotency key, or the in-memory
+cursor), asks the journal what is recorded there, and says what to do: run it upstream (its PENDING row in the
+open batch), answer it from the journal (replay), or refuse it (divergence, in doubt, collected). With
+``--on-divergence fork`` a divergent call starts a branch instead and the proxy carries on there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from checkpoint_mcp.difference import json_difference
+from checkpoint_mcp.errors import (
+    CallRefused,
+    Collected,
+    Divergence,
+    InDoubt,
+    InvalidCallParams,
+)
+from checkpoint_mcp.journal.base import (
+    MAX_KEY_LENGTH,
+    REDACTED_ARGUMENTS,
+    CallRecord,
+    CallState,
+    Diverge,
+    InDoubtAt,
+    Journal,
+    JournalBatch,
+    Lineage,
+    Proceed,
+    decide,
+)
+from checkpoint_mcp.proxy.config import ProxyConfig
+from checkpoint_mcp.signature import call_signature
+from checkpoint_mcp.wire import dumps, raw_response_line, set_member
+
+logger = logging.getLogger(__name__)
+
+META_KEY = "checkpoint/journal"
+"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}``."""
+SEQ_HINT = "checkpoint_seq"
+"""The ``params._meta`` key by which a client names the sequence a tools/call must take."""
+KEY_HINT = "checkpoint_key"
+"""The ``params._meta`` key by which a client names a call independently of its sequence."""
+
+
+def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
+    """The exact `checkpoint journal …` commands that inspect and reconcile the call at ``seq``."""
+    target = f"--journal {shlex.quote(journal)} {shlex.quote(workflow)}"
+    resolve = f"checkpoint journal resolve {target} {seq}"
+    return {
+        "show": f"checkpoint journal show {target} --seq {seq}",
+        "completed": f"{resolve} --completed --result-file RESULT.json",
+        "failed": f"{resolve} --failed --message 'what happened'",
+        "release": f"{resolve} --release",
+    }
+
+
+class BatchSource(Protocol):
+    """Opens the batch's transaction on first use (see ``Interceptor``)."""
+
+    def get(self) -> JournalBatch: ...
+
+
+@dataclass(slots=True)
+class Claimed:
+    """A call that goes upstream; its PENDING row is in the open batch (or was, for a continued round)."""
+
+    workflow: str
+    seq: int
+    tool: str
+    signature: str
+    continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
+
+
+@dataclass(slots=True)
+class _AwaitingInput:
+    """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
+
+    claimed: Claimed
+    request_state: str | None
+
+
+class CallJournal:
+    """Sequences and journal decisions for the tools/calls of one proxy."""
+
+    def __init__(self, config: ProxyConfig, journal: Journal, lineage: Lineage) -> None:
+        self._config = config
+        self._journal = journal
+        self._lineage = lineage
+        self._committed_lineage = lineage
+        self._cursor = 1 if config.replay_from_start else journal.max_seq(lineage) + 1
+        self._awaiting: list[_AwaitingInput] = []
+        self._running: set[tuple[str, int]] = set()
+
+    @property
+    def lineage(self) -> Lineage:
+        """Where new calls are journaled."""
+        return self._lineage
+
+    @property
+    def cursor(self) -> int:
+        """The sequence the next call without a hint will take."""
+        return self._cursor
+
+    # ---- claiming -----------------------------------------------------------------------------------------
+
+    def claim(self, ident: Any, params: dict[str, Any], pending: BatchSource) -> Claimed | bytes:
+        """Decide one valid tools/call: the claim to forward, or the line that answers it from the journal.
+
+        Raises:
+            CallRefused: invalid hints, in doubt, divergent or collected.
+            JournalError: the journal could not be read or written.
+        """
+        name: str = params["name"]
+        arguments: dict[str, Any] = params.get("arguments") or {}
+        hint, key = _hints(params)
+        try:
+            signature = call_signature(name, arguments)
+        except ValueError as exc:
+            raise InvalidCallParams(f"invalid params: arguments of {name!r} cannot be canonicalised: {exc}") from exc
+        if "inputResponses" in params or "requestState" in params:
+            continued = self._continuation(signature, hint, params.get("requestState"))
+            if continued is not None:
+                return continued
+        batch = pending.get()
+        record = batch.read_key(self._lineage, key) if key is not None else None
+        if record is not None:
+            if hint is not None and hint != record.seq:
+                raise InvalidCallParams(
+                    f"invalid params: {KEY_HINT} {key!r} is journaled at sequence {record.seq}, not {hint}",
+                    {"reason": "key_sequence_mismatch", "key": key, "seq": record.seq, "received": hint},
+                )
+            seq = record.seq
+        else:
+            seq = hint if hint is not None else self._cursor
+            self._cursor = max(self._cursor, seq + 1)
+            record = batch.read(self._lineage, seq)
+        branch = self._lineage.branch_at(seq)
+        if record is None and seq <= branch.collected_through:
+            raise Collected(
+                workflow=branch.workflow, seq=seq, commands=operator_commands(self._where, branch.workflow, seq)
+            )
+        decision = decide(record, signature)
+        if isinstance(decision, Proceed):
+            return self._reserve(batch, seq, name, arguments, signature, key)
+        if isinstance(decision, InDoubtAt):
+            found = decision.record
+            raise InDoubt(
+                workflow=found.workflow,
+                seq=seq,
+                tool=found.tool,
+                journaled_at=found.started_at,
+                commands=operator_commands(self._where, found.workflow, seq),
+                in_flight_here=(found.workflow, seq) in self._running,
+            )
+        if isinstance(decision, Diverge):
+            if self._config.on_divergence == "fork":
+                self._lineage = batch.fork(self._lineage, seq)
+                self._cursor = seq + 1  # the branch's history ends with this call
+                logger.warning(
+                    "call #%d diverged from workflow %r: continuing on the new branch %r",
+                    seq,
+                    decision.record.workflow,
+                    self._lineage.head,
+                )
+                return self._reserve(batch, seq, name, arguments, signature, key)
+            raise self._divergence(decision.record, name, arguments, signature)
+        return self._replay_line(ident, decision.record)
+
+    def _reserve(
+        self, batch: JournalBatch, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
+    ) -> Claimed:
+        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
+        workflow = self._lineage.head
+        batch.reserve(workflow, seq, name, stored, signature, key)
+        self._running.add((workflow, seq))
+        return Claimed(workflow, seq, name, signature)
+
+    def committed(self) -> None:
+        """The open batch committed: its branch (if it forked) is now where calls go."""
+        self._committed_lineage = self._lineage
+
+    def rolled_back(self, claims: list[Claimed]) -> None:
+        """The open batch failed: forget its reservations and any branch it started."""
+        self._lineage = self._committed_lineage
+        for claimed in claims:
+            self._running.discard((claimed.workflow, claimed.seq))
+
+    def _continuation(self, signature: str, hint: int | None, request_state: Any) -> Claimed | None:
+        candidates = [
+            a for a in self._awaiting if a.claimed.signature == signature and (hint is None or a.claimed.seq == hint)
+        ]
+        if not candidates:
+            return None
+        exact = [a for a in candidates if a.request_state is not None and a.request_state == request_state]
+        chosen = (exact or candidates)[0]
+        self._awaiting.remove(chosen)
+        claimed = chosen.claimed
+        return Claimed(claimed.workflow, claimed.seq, claimed.tool, claimed.signature, continued=True)
+
+    @property
+    def _where(self) -> str:
+        return self._journal.location
+
+    def _divergence(self, record: CallRecord, name: str, arguments: dict[str, Any], signature: str) -> Divergence:
+        journaled: dict[str, Any] = {"tool": record.tool, "signature": record.signature, "at": record.started_at}
+        received: dict[str, Any] = {"tool": name, "signature": signature}
+        difference: list[str] = []
+        if record.tool != name:
+            difference.append(f"tool: {dumps(record.tool)} → {dumps(name)}")
+        if record.redacted or self._config.redact_args:
+            difference.append("arguments differ (not shown: --redact-args-in-journal)")
+        else:
+            old_arguments = json.loads(record.arguments)
+            journaled["arguments"] = old_arguments
+            received["arguments"] = arguments
+            difference.extend(json_difference(old_arguments, arguments))
+        commands = operator_commands(self._where, record.workflow, record.seq)
+        return Divergence(
+            workflow=record.workflow,
+            seq=record.seq,
+            journaled=journaled,
+            received=received,
+            difference=difference or ["arguments differ"],
+            commands={"show": commands["show"], "release": commands["release"]},
+        )
+
+    # ---- answers ------------------------------------------------------------------------------------------
+
+    def _replay_line(self, ident: Any, record: CallRecord) -> bytes:
+        outcome = record.outcome or "null"
+        if record.state is CallState.FAILED:
+            return raw_response_line(ident, "error", outcome)
+        return raw_response_line(ident, "result", self._meta_in_result(outcome, record.workflow, record.seq, True))
+
+    def _meta_in_result(self, result_text: str, workflow: str, seq: int, replayed: bool) -> str:
+        info = dumps({"workflow": workflow, "seq": seq, "replayed": replayed})
+        try:
+            return set_member(result_text, ("_meta", META_KEY), info)
+        except ValueError:
+            return result_text  # not an object: nothing to annotate
+
+    def annotate(self, line_text: str, claimed: Claimed) -> bytes:
+        """The upstream's response line with the journal's ``_meta`` added to its result."""
+        info = dumps({"workflow": claimed.workflow, "seq": claimed.seq, "replayed": False})
+        try:
+            return set_member(line_text, ("result", "_meta", META_KEY), info).encode()
+        except ValueError:
+            return line_text.encode()
+
+    def awaiting_input(self, claimed: Claimed, request_state: Any) -> None:
+        """The call answered ``input_required``: its row stays PENDING until the client's retry completes it."""
+        self._awaiting.append(_AwaitingInput(claimed, request_state if isinstance(request_state, str) else None))
+
+    def finished(self, claimed: Claimed) -> None:
+        """The call is no longer running in this proxy."""
+        self._running.discard((claimed.workflow, claimed.seq))
+
+
+def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:
+    """``params._meta.checkpoint_seq`` and ``checkpoint_key``, validated.
+
+    Raises:
+        InvalidCallParams: either is present but malformed.
+    """
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return None, None
+    seq = meta.get(SEQ_HINT)
+    if SEQ_HINT in meta and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise InvalidCallParams(
+            f"invalid params: _meta.{SEQ_HINT} must be a positive integer, got {dumps(seq)}",
+            {"reason": "invalid_checkpoint_seq", "received": seq},
+        )
+    key = meta.get(KEY_HINT)
+    if KEY_HINT in meta and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
+        raise InvalidCallParams(
+            f"invalid params: _meta.{KEY_HINT} must be a non-empty string of at most {MAX_KEY_LENGTH} characters",
+            {"reason": "invalid_checkpoint_key"},
+        )
+    return seq, key
+
+
+__all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]

@@ -1,0 +1,61 @@
+"""Schema versions: a journal written by an older Checkpoint is migrated in place and keeps every call."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
+
+from support import ProxyProcess, done_count, server_cmd
+
+
+def write_v1_journal(path: Path, workflow: str) -> None:
+    """A journal exactly as schema version 1 left it, with one completed call."""
+    con = sqlite3.connect(path)
+    for statement in MIGRATIONS[1]:
+        con.execute(statement)
+    con.execute(
+        "INSERT INTO calls VALUES (?, 1, 'send_email', '{\"to\":\"a\"}', ?, 'COMPLETED', ?, ?, ?)",
+        (
+            workflow,
+            # the signature the proxy computes for send_email({"to": "a"})
+            __import__("checkpoint_mcp.signature", fromlist=["call_signature"]).call_signature(
+                "send_email", {"to": "a"}
+            ),
+            '{"content":[{"type":"text","text":"sent to a (v1)"}],"isError":false}',
+            "2026-01-01T00:00:00.000Z",
+            "2026-01-01T00:00:01.000Z",
+        ),
+    )
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+
+
+def test_a_version_1_journal_is_migrated_and_its_calls_replay(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    write_v1_journal(path, str(path))
+    journal = SqliteJournal(str(path))
+    try:
+        version = journal.execute("PRAGMA user_version").fetchone()[0]
+        [record] = journal.calls(str(path))
+        [summary] = journal.workflows()
+    finally:
+        journal.close()
+    assert version == SCHEMA_VERSION
+    assert (record.seq, record.state, record.key) == (1, CallState.COMPLETED, None)
+    assert summary.workflow == str(path)
+    assert summary.created_at == "2026-01-01T00:00:00.000Z"
+    effects = tmp_path / "effects.jsonl"
+    with ProxyProcess(
+        "--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(path), env={"EFFECTS_FILE": str(effects)}
+    ) as p:
+        reply = p.call("send_email", {"to": "a"}, seq=1)
+        nxt = p.call("send_email", {"to": "b"})
+        p.close()
+    assert reply["result"]["content"][0]["text"] == "sent to a (v1)"
+    assert nxt["result"]["_meta"]["checkpoint/journal"]["seq"] == 2
+    assert done_count(effects) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 from support import checkpoint_argv
 
 
-def test_the_demo_crashes_restarts_and_runs_no_side_effect_twice(tmp_path: Path) -> None:
+def test_the_demo_crashes_restarts_reconciles_and_runs_no_side_effect_twice(tmp_path: Path) -> None:
     done = subprocess.run(
         checkpoint_argv("demo", "--workdir", str(tmp_path)), capture_output=True, text=True, timeout=90, check=False
     )
@@ -19,6 +19,9 @@ def test_the_demo_crashes_restarts_and_runs_no_side_effect_twice(tmp_path: Path)
     assert "refused, divergence: arguments.cents: 4200 → 9900" in out
     assert "refused, in doubt" in out
     assert "checkpoint journal resolve" in out
+    assert "resolved as completed (was PENDING)" in out
+    act3 = out.split("Act 3")[1]
+    assert act3.count("replayed from the journal") == 4
     outbox = (tmp_path / "outbox.txt").read_text().splitlines()
     assert outbox == [
         "to=alice@example.com subject='Your order has shipped'",

@@ -3,13 +3,17 @@
 Act 1: the agent runs a four-step workflow; the machine "crashes" (the proxy SIGKILLs itself through a debug
 trigger) right after the mail server sent step 3 but before the journal could record it.
 Act 2: a restarted agent runs its script again from the top, with a changed amount at step 2 (a bug), and the
-proxy replays steps 1-2, refuses the changed call as a divergence, refuses step 3 as in doubt, and runs step 4.
+proxy replays step 1, refuses the changed call as a divergence, refuses step 3 as in doubt, and runs step 4.
+Act 3: an operator finds Bob's mail in the outbox and records step 3 as completed; the fixed agent runs once more
+and every step is answered from the journal.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 from contextlib import AbstractAsyncContextManager
@@ -126,6 +130,34 @@ async def _act_two(demo: Demo) -> None:
     say()
 
 
+def _act_three(demo: Demo) -> None:
+    say("Act 3 — an operator reconciles the in-doubt call, and the fixed agent runs once more.", bold=True)
+    say("  Bob's mail is in the outbox, so step 3 did happen. The operator records that:")
+    result = demo.workdir / "step3-result.json"
+    text = "sent 'Your invoice' to bob@example.com"
+    # What the tool would have answered, structured content included (clients check it against the output schema).
+    result.write_text(json.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}}))
+    argv = ["journal", "resolve", "--journal", str(demo.journal), str(demo.journal), "3"]
+    argv += ["--completed", "--result-file", str(result)]
+    say(f"  $ checkpoint {shlex.join(argv)}", dim=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "checkpoint_mcp", *argv], capture_output=True, text=True, check=False, timeout=60
+    )
+    say(f"  {done.stdout.strip() or done.stderr.strip()}")
+    anyio.run(_rerun_fixed, demo)
+
+
+async def _rerun_fixed(demo: Demo) -> None:
+    async with demo.client() as client:
+        for seq, step in enumerate(SCRIPT, 1):
+            result = await client.call_tool(step[0], step[1], meta=_seq(seq))
+            replayed = (result.meta or {}).get("checkpoint/journal", {}).get("replayed")
+            how = "replayed from the journal" if replayed else "ran upstream"
+            say(f"  step {seq}: {_describe(step)} → {how}", fg="green")
+    demo.side_effects()
+    say()
+
+
 def run_demo(workdir: str | None) -> None:
     """Run both acts in ``workdir`` (a fresh temporary folder when None)."""
     if workdir is None:
@@ -141,8 +173,10 @@ def _run(workdir: Path) -> None:
     demo = Demo(workdir)
     anyio.run(_act_one, demo)
     anyio.run(_act_two, demo)
+    _act_three(demo)
     outbox = demo.outbox.read_text().splitlines()
     ledger = demo.ledger.read_text().splitlines()
     say("Result:", bold=True)
-    say(f"  The script ran twice, yet {len(outbox)} e-mails went out and the card was charged {len(ledger)} time(s):")
-    say("  no side effect happened twice, and the changed call and the in-doubt call were surfaced, not guessed.")
+    say(f"  The script ran three times, yet {len(outbox)} e-mails went out and {len(ledger)} card charge(s) happened:")
+    say("  no side effect happened twice; the changed call and the in-doubt call were surfaced, not guessed;")
+    say("  and once a human had said what happened, the journal answered for it.")

@@ -11,7 +11,7 @@ import click
 from checkpoint_mcp.cli import main
 from checkpoint_mcp.errors import ERROR_CODES
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

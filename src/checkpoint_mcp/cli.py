@@ -8,6 +8,7 @@ Each command opens its resource, makes one library call, and turns a ``Checkpoin
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -81,7 +82,7 @@ class _ProxyGroup(click.Group):
 )
 @click.version_option(__version__, "-V", "--checkpoint-version", prog_name="checkpoint")
 @click.pass_context
-def main(ctx: click.Context, **options: Any) -> None:
+def main(ctx: click.Context, /, **options: Any) -> None:
     """Make MCP agents crash-resumable.
 
     Without a COMMAND, run the journaling proxy: speak MCP on stdio to the client, run the upstream server
@@ -128,3 +129,50 @@ def demo(workdir: str | None) -> None:
         run_demo(workdir)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+def session() -> None:
+    """Serve the session tools over stdio: save_session_checkpoint and load_session_checkpoint (MCP).
+
+    The project root is the projectRoot argument, else CHECKPOINT_PROJECT_ROOT, else CLAUDE_PROJECT_DIR, else the
+    client's first file:// root, else the working directory. Register it with an MCP client, for example
+    `claude mcp add --scope user checkpoint-session -- checkpoint session`.
+    """
+    from checkpoint_mcp.session.server import run
+
+    try:
+        run()
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+@click.option(
+    "--project-root",
+    type=click.Path(file_okay=False, resolve_path=True),
+    help="The project. Default: CHECKPOINT_PROJECT_ROOT, else CLAUDE_PROJECT_DIR, else the working directory.",
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["brief", "full"]),
+    default="brief",
+    show_default=True,
+    help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
+)
+@click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
+def brief(project_root: str | None, output: str, hook: bool) -> None:
+    """Print the resume brief of the project's checkpoint, for scripts and Claude Code SessionStart hooks.
+
+    Exits 0 with a short line when there is nothing to resume.
+    """
+    from checkpoint_mcp.session.service import brief_text
+
+    try:
+        text = brief_text(
+            project_root, output="full" if output == "full" else "brief", hook=hook, environ=os.environ, cwd=os.getcwd()
+        )
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(text)

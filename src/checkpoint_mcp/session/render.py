@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from checkpoint_mcp.session.git import Drift
@@ -52,19 +52,40 @@ def branch_line(git: GitFacts) -> str:
     return f"{where} @ {git.head[:SHORT_HASH]} {'(uncommitted changes)' if git.dirty else '(clean)'}"
 
 
-def _command_line(command: Command) -> str:
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _command_line(command: Command, limit: int | None = None) -> str:
     if command.exit_code is None:
         mark = ""
     elif command.exit_code == 0:
         mark = "✓ "
     else:
         mark = f"✗ exit {command.exit_code} "
-    note = f" — {command.note}" if command.note else ""
-    return f"- {mark}{code(command.command)}{note}"
+    text, note = command.command, command.note
+    if limit is not None:
+        text, note = _clip(text, limit), note and _clip(note, limit // 2)
+    return f"{mark}{code(text)}" + (f" — {note}" if note else "")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The brief, as parts that can be cut
+
+ITEM_CUT: Final = 200
+"""When a section must be cut, its long items are first shortened to about this many characters."""
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One line's content, in full and shortened for a brief that must be cut."""
+
+    full: str
+    short: str
+
+    @classmethod
+    def of(cls, text: str) -> _Item:
+        return cls(text, _clip(text, ITEM_CUT))
 
 
 @dataclass
@@ -73,7 +94,7 @@ class _Part:
 
     label: str
     title: Callable[[int], str]
-    items: list[str]
+    items: list[_Item]
     line: Callable[[int, str], str] = lambda _i, item: f"- {item}"
     fixed: list[str] = field(default_factory=list)
     joined: Callable[[list[str], int], str] | None = None
@@ -84,41 +105,54 @@ class _Part:
     """One paragraph, shortened rather than dropped."""
     total: int = 0
     cut: bool = False
+    shortened: bool = False
 
     def __post_init__(self) -> None:
         self.total = len(self.items)
 
+    def _shown(self) -> list[str]:
+        return [item.short if self.shortened else item.full for item in self.items]
+
     def render(self) -> str:
         lines = [self.title(len(self.items)), *self.fixed]
+        shown = self._shown()
+        hidden = self.total - len(shown)
         if self.joined is not None:
-            if self.items:
-                lines.append(self.joined(self.items, self.total - len(self.items)))
+            if shown:
+                lines.append(self.joined(shown, hidden))
         else:
-            offset = self.total - len(self.items) if self.from_start else 0
-            lines.extend(self.line(offset + i, item) for i, item in enumerate(self.items))
-            hidden = self.total - len(self.items)
+            offset = hidden if self.from_start else 0
+            lines.extend(self.line(offset + i, item) for i, item in enumerate(shown))
             if hidden:
                 lines.append(f"- … {hidden} more not shown")
         return "\n".join(lines)
 
     def shrink_to(self, size: int) -> None:
-        """Cut items (or text) until the rendered part is at most ``size`` characters, or nothing is left."""
+        """Cut until the rendered part is at most ``size`` characters: shorten long items, then drop items."""
         self.cut = True
         if self.text:
-            text = self.items[0]
-            keep = max(0, len(text) - (len(self.render()) - size) - 1)
-            self.items[0] = text[:keep].rstrip() + "…"
+            text = self.items[0].full
+            keep = max(1, len(text) - (len(self.render()) - size))
+            self.items[0] = _Item(_clip(text, keep), _clip(text, keep))
             return
+        if not self.shortened and any(item.short != item.full for item in self.items):
+            self.shortened = True
         while self.items and len(self.render()) > size:
             excess = len(self.render()) - size
             count, saved = 0, 0
-            ordered = self.items if self.from_start else list(reversed(self.items))
-            for item in ordered:
+            for text in self._shown() if self.from_start else reversed(self._shown()):
                 count += 1
-                saved += len(item) + 4
+                saved += len(text) + 4
                 if saved >= excess:
                     break
             self.items = self.items[count:] if self.from_start else self.items[: len(self.items) - count]
+
+    def describe(self) -> str:
+        """How this part was cut, for the note at the end of the brief."""
+        if self.text or self.total == 0:
+            return f"{self.label} (shortened)"
+        long = ", long entries shortened" if self.shortened else ""
+        return f"{self.label} ({len(self.items)} of {self.total} shown{long})"
 
 
 def brief(
@@ -133,46 +167,46 @@ def brief(
     saved = parse_timestamp(checkpoint.updated_at)
     head = [
         f"# Resuming: {checkpoint.project_name} (checkpoint saved {age((now - saved).total_seconds())}, "
-        f"{saved.strftime('%Y-%m-%d %H:%M:%S')} UTC)"
+        f"{saved.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC)"
     ]
     if checkpoint.git is not None:
         head.append(branch_line(checkpoint.git))
     head.extend(f"> ⚠ {warning}" for warning in warnings)
-    parts = _parts(checkpoint, drift, drift_problem)
-    return _fit("\n".join(head), parts)
+    return _fit("\n".join(head), _parts(checkpoint, drift, drift_problem))
+
+
+def _texts(values: Sequence[str]) -> list[_Item]:
+    return [_Item.of(value) for value in values]
 
 
 def _parts(checkpoint: Checkpoint, drift: Drift | None, drift_problem: str | None) -> list[_Part]:
-    parts = [_Part("Goal", lambda _n: "## Goal", [checkpoint.goal], line=lambda _i, t: t, text=True)]
+    paragraph: Callable[[int, str], str] = lambda _i, text: text  # noqa: E731 - a one-line renderer
+    parts = [_Part("Goal", lambda _n: "## Goal", _texts([checkpoint.goal]), line=paragraph, text=True)]
     if checkpoint.tasks:
         tasks = [f"{TASK_MARKS[t.status]} {t.description}" for t in checkpoint.tasks]
-        parts.append(_Part("Tasks", lambda _n: "## Tasks", tasks))
+        parts.append(_Part("Tasks", lambda _n: "## Tasks", _texts(tasks)))
     if checkpoint.summary:
+        summary = _texts([checkpoint.summary])
         parts.append(
-            _Part(
-                "Where things stand",
-                lambda _n: "## Where things stand",
-                [checkpoint.summary],
-                line=lambda _i, t: t,
-                text=True,
-            )
+            _Part("Where things stand", lambda _n: "## Where things stand", summary, line=paragraph, text=True)
         )
     if checkpoint.next_steps:
-        steps = list(checkpoint.next_steps)
+        steps = _texts(checkpoint.next_steps)
         parts.append(_Part("Next steps", lambda _n: "## Next steps", steps, line=lambda i, s: f"{i + 1}. {s}"))
     if checkpoint.decisions:
-        parts.append(_Part("Decisions & gotchas", lambda _n: "## Decisions & gotchas", list(checkpoint.decisions)))
+        parts.append(_Part("Decisions & gotchas", lambda _n: "## Decisions & gotchas", _texts(checkpoint.decisions)))
     if checkpoint.modified_files:
         total = len(checkpoint.modified_files)
         files = [f"{f.path} ({f.status})" + (f" — {f.note}" if f.note else "") for f in checkpoint.modified_files]
-        parts.append(_Part("Files touched", lambda _n: f"## Files touched ({total})", files))
+        parts.append(_Part("Files touched", lambda _n: f"## Files touched ({total})", _texts(files)))
     if checkpoint.recent_commands:
         shown = checkpoint.recent_commands[-BRIEF_COMMANDS:]
+        commands = [_Item(_command_line(c), _command_line(c, ITEM_CUT)) for c in shown]
         parts.append(
             _Part(
                 "Recent commands",
-                lambda n: f"## Recent commands (last {n}, oldest first)",
-                [_command_line(c)[2:] for c in shown],
+                lambda n: f"## Recent commands (last {n}, oldest first)" if n else "## Recent commands",
+                commands,
                 from_start=True,
             )
         )
@@ -206,7 +240,8 @@ def _since(saved: GitFacts, drift: Drift | None, problem: str | None) -> _Part:
         more = f" and {hidden} more" if hidden else ""
         return "- ⚠ Changed after the checkpoint, re-read before editing: " + ", ".join(map(code, paths)) + more
 
-    return _Part("Since this checkpoint", lambda _n: title, list(drift.changed_since), fixed=fixed, joined=changed)
+    paths = _texts(drift.changed_since)
+    return _Part("Since this checkpoint", lambda _n: title, paths, fixed=fixed, joined=changed)
 
 
 def _assemble(head: str, parts: Sequence[_Part], note: str) -> str:
@@ -217,35 +252,43 @@ def _assemble(head: str, parts: Sequence[_Part], note: str) -> str:
 
 
 def _note(parts: Sequence[_Part]) -> str:
-    cut = [p for p in parts if p.cut]
+    cut = [p.describe() for p in parts if p.cut]
     if not cut:
         return ""
-    described = []
-    for part in cut:
-        if part.text or part.total == 0:
-            described.append(f"{part.label} (shortened)")
-        else:
-            described.append(f"{part.label} ({len(part.items)} of {part.total} shown)")
     return (
-        f"_Brief cut to stay under {BRIEF_MAX_CHARS:,} characters: {', '.join(described)}. "
+        f"_Brief cut to stay under {BRIEF_MAX_CHARS:,} characters: {', '.join(cut)}. "
         'Call load_session_checkpoint with format "full" for everything._'
     )
 
 
+def _level(sizes: Sequence[int], budget: int) -> int:
+    """The largest size L such that the parts, each cut down to at most L, fit in ``budget`` together."""
+    low, high = 0, max(sizes, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if sum(min(size, middle) for size in sizes) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def _fit(head: str, parts: list[_Part]) -> str:
+    """Cut the longest parts first, all down to one common size, until the brief fits."""
     text = _assemble(head, parts, "")
+    reserve = 0
     while len(text) >= BRIEF_MAX_CHARS:
-        excess = len(text) - BRIEF_MAX_CHARS + 1
-        sizes = sorted(((len(p.render()), i) for i, p in enumerate(parts)), reverse=True)
-        biggest, index = sizes[0]
-        runner_up = sizes[1][0] if len(sizes) > 1 else 0
-        # Cut the longest part down towards the next longest, so the longest sections give way first.
-        target = min(max(runner_up, biggest - excess), biggest - 1)
-        before = parts[index].render()
-        parts[index].shrink_to(target)
+        reserve += len(_note(parts)) or 400
+        fixed = len(head) + 2 * len(parts) + 2 + reserve
+        sizes = [len(part.render()) for part in parts]
+        level = _level(sizes, BRIEF_MAX_CHARS - 1 - fixed)
+        before = text
+        for part, size in zip(parts, sizes, strict=True):
+            if size > level:
+                part.shrink_to(level)
         text = _assemble(head, parts, _note(parts))
-        if parts[index].render() == before:
-            # Nothing left to cut in the longest part; the fixed lines alone exceed the budget.
+        if text == before or reserve > BRIEF_MAX_CHARS:
+            # Nothing more can be cut: the titles and fixed lines alone are too long. Never send more.
             return text[: BRIEF_MAX_CHARS - 1]
     return text
 

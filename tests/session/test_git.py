@@ -303,3 +303,19 @@ def test_drift_is_none_when_the_project_is_no_longer_a_repository(auth_repo: Pat
 
     assert snapshot.facts is not None
     assert gitfacts.drift(str(auth_repo), snapshot.facts, files) is None
+
+
+def test_when_the_file_list_was_cut_unrecorded_files_are_counted_not_flagged(auth_repo: Path) -> None:
+    snapshot, files = _saved(auth_repo)
+    assert snapshot.facts is not None
+    kept = files[:1]
+    write(auth_repo, str(Path(files[0].path)), "edited after the save\n")
+
+    cut = gitfacts.drift(str(auth_repo), snapshot.facts, kept, complete=False)
+    whole = gitfacts.drift(str(auth_repo), snapshot.facts, kept, complete=True)
+
+    assert cut is not None
+    assert whole is not None
+    assert (cut.changed_since, cut.unknown) == ((files[0].path,), 2)
+    assert whole.unknown == 0
+    assert set(whole.changed_since) == {f.path for f in files}

@@ -66,6 +66,15 @@ def test_a_branch_change_and_a_quiet_work_tree_are_reported(example: Checkpoint)
     assert quiet.endswith("## Since this checkpoint\n- No changes since the checkpoint")
 
 
+def test_uncommitted_files_missing_from_a_cut_file_list_are_called_unknown(example: Checkpoint) -> None:
+    brief = render.brief(example, _drift(example, commits_since=0, changed_since=(), unknown=7), now=NOW)
+
+    assert brief.endswith(
+        "## Since this checkpoint\n- 7 other uncommitted file(s) are not listed in the checkpoint "
+        "(its file list was cut), so whether they changed since is unknown"
+    )
+
+
 def test_unknown_drift_says_why(example: Checkpoint) -> None:
     brief = render.brief(example, None, now=NOW, drift_problem="`git status` did not finish within 3 seconds")
 

@@ -71,6 +71,8 @@ class Drift:
     current_head: str
     commits_since: int | None
     changed_since: tuple[str, ...]
+    unknown: int = 0
+    """Uncommitted files the checkpoint does not list because its file list was cut: unjudgeable."""
 
     @property
     def branch_changed(self) -> bool:
@@ -241,9 +243,12 @@ def is_ignored(root: str, relative: str) -> bool | None:
     return {0: True, 1: False}.get(code)
 
 
-def drift(root: str, saved: GitFacts, files: Sequence[FileEntry]) -> Drift | None:
+def drift(root: str, saved: GitFacts, files: Sequence[FileEntry], *, complete: bool = True) -> Drift | None:
     """Compare the work tree with a checkpoint: new commits, a branch change, and whose content changed.
 
+    ``complete`` says the checkpoint lists every file that was uncommitted at save time. When its file list
+    was cut, an unrecorded uncommitted file may have been dirty already, so it is counted in ``unknown``
+    instead of being flagged: a warning that fires for files nobody touched would teach the model to ignore it.
     Returns None when ``root`` is no longer a git work tree with a commit.
 
     Raises:
@@ -253,32 +258,18 @@ def drift(root: str, saved: GitFacts, files: Sequence[FileEntry]) -> Drift | Non
     if now is None or now.head is None:
         return None
     recorded = {f.path: f.hash for f in files}
-    dirty = {e.path: e.status for e in now.entries}
+    unrecorded = {e.path: e.status for e in now.entries if e.path not in recorded}
     commits, in_commits = _history(root, saved.head, now.head)
-    # Untracked files and deletions need no hash to compare; tracked edits do.
-    current = hash_files(root, list(recorded) + [p for p, s in dirty.items() if p not in recorded and s != "D"])
-    before = (
-        _blobs_at(
-            root,
-            saved.head,
-            now.prefix,
-            [p for p, s in dirty.items() if p not in recorded and s != UNTRACKED],
-        )
-        if in_commits is not None
-        else {}
-    )
-    changed: set[str] = set()
-    for path, saved_hash in recorded.items():
-        if current.get(path) != saved_hash:
-            changed.add(path)
-    for path, status in dirty.items():
-        if path in recorded:
-            continue
+    judged = unrecorded if complete else {}
+    # Untracked files and deletions need no hash to compare; tracked edits do, against the saved commit.
+    current = hash_files(root, [*recorded, *(p for p, s in judged.items() if s != "D")])
+    tracked = [p for p, s in judged.items() if s != UNTRACKED]
+    before = _blobs_at(root, saved.head, now.prefix, tracked) if in_commits is not None else {}
+    changed = {path for path, saved_hash in recorded.items() if current.get(path) != saved_hash}
+    for path, status in judged.items():
         if status == UNTRACKED or in_commits is None or current.get(path) != before.get(path):
             changed.add(path)
-    for path in in_commits or ():
-        if path not in recorded and path not in dirty:
-            changed.add(path)
+    changed.update(p for p in in_commits or () if p not in recorded and p not in unrecorded)
     return Drift(
         saved_head=saved.head,
         saved_branch=saved.branch,
@@ -286,6 +277,7 @@ def drift(root: str, saved: GitFacts, files: Sequence[FileEntry]) -> Drift | Non
         current_head=now.head,
         commits_since=commits,
         changed_since=tuple(sorted(changed)),
+        unknown=0 if complete else len(unrecorded),
     )
 
 

@@ -233,6 +233,11 @@ def _since(saved: GitFacts, drift: Drift | None, problem: str | None) -> _Part:
         before = code(saved.branch) if saved.branch else "detached HEAD"
         after = code(drift.current_branch) if drift.current_branch else "detached HEAD"
         fixed.append(f"- Branch changed: {before} → {after}")
+    if drift.unknown:
+        fixed.append(
+            f"- {drift.unknown} other uncommitted file(s) are not listed in the checkpoint (its file list was "
+            "cut), so whether they changed since is unknown"
+        )
     if not fixed and not drift.changed_since:
         fixed.append("- No changes since the checkpoint")
 

@@ -130,7 +130,9 @@ def load(root: ProjectRoot, *, output: Format = "brief", now: datetime | None = 
     problem: str | None = None
     if checkpoint.git is not None:
         try:
-            drift = git.drift(root.path, checkpoint.git, checkpoint.modified_files)
+            drift = git.drift(
+                root.path, checkpoint.git, checkpoint.modified_files, complete=_lists_all_files(checkpoint)
+            )
         except GitError as exc:
             problem = str(exc)
     warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=git.in_work_tree(root.path))]
@@ -159,6 +161,17 @@ def brief_text(
     root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
     outcome = load(root, output=output)
     return render.session_start_hook(outcome.text) if hook else outcome.text
+
+
+def _lists_all_files(checkpoint: Checkpoint) -> bool:
+    """Whether the checkpoint's file list can hold every file that was uncommitted when it was saved.
+
+    A full list may have been cut at the cap. Trimming to the size limit drops every command before any file,
+    so a trimmed checkpoint without commands may have lost files too.
+    """
+    if len(checkpoint.modified_files) >= model.MODIFIED_FILES_MAX:
+        return False
+    return not (checkpoint.meta.truncated and not checkpoint.recent_commands)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -547,6 +547,24 @@ async def test_fifty_concurrent_merge_saves_through_one_server_lose_nothing(
     assert document["meta"]["truncated"] is False
 
 
+async def test_two_servers_on_one_project_take_turns_and_lose_nothing(
+    repo: Path, session: SessionFactory, checkpoint_file: Callable[[Path], dict[str, Any]]
+) -> None:
+    async def save(client: Any, name: str, index: int) -> None:
+        arguments = {"goal": "Two servers", "mode": "merge", "recentCommands": [{"command": f"{name} {index}"}]}
+        result = await client.call_tool("save_session_checkpoint", arguments)
+        assert not result.is_error, text_of(result)
+
+    with anyio.fail_after(60):
+        async with session(repo) as first, session(repo) as second, anyio.create_task_group() as group:
+            for index in range(20):
+                group.start_soon(save, first, "first", index)
+                group.start_soon(save, second, "second", index)
+
+    commands = sorted(c["command"] for c in checkpoint_file(repo)["recentCommands"])
+    assert commands == sorted([f"first {i}" for i in range(20)] + [f"second {i}" for i in range(20)])
+
+
 async def test_debug_logging_goes_to_stderr_and_never_corrupts_the_wire(repo: Path, session: SessionFactory) -> None:
     with anyio.fail_after(30):
         async with session(repo, options=["--log-level", "debug"]) as client:

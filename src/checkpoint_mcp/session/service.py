@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -100,7 +100,7 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
         )
     if dropped:
         warnings.append(f"Trimmed to fit the limits: {'; '.join(dropped)}.")
-    warnings.extend(_root_warnings(root, in_work_tree=snapshot is not None))
+    warnings.extend(_root_warnings(root, in_work_tree=lambda: snapshot is not None))
     return SaveOutcome(
         path=store.checkpoint_path(root.path),
         size=len(data),
@@ -122,7 +122,7 @@ def load(root: ProjectRoot, *, output: Format = "brief", now: datetime | None = 
     with store.locked(root.path, exclusive=False):
         stored = store.read(root.path)
     if stored is None:
-        warnings = _root_warnings(root, in_work_tree=git.in_work_tree(root.path))
+        warnings = _root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))
         text = "\n".join([render.nothing_to_resume(path), *(f"⚠ {w}" for w in warnings)])
         return LoadOutcome(path, None, False, None, tuple(warnings), text)
     checkpoint = stored.checkpoint
@@ -135,7 +135,7 @@ def load(root: ProjectRoot, *, output: Format = "brief", now: datetime | None = 
             )
         except GitError as exc:
             problem = str(exc)
-    warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=git.in_work_tree(root.path))]
+    warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))]
     if output == "full":
         text = render.full(checkpoint, drift, warnings)
     else:
@@ -251,8 +251,9 @@ def _ignored(root: str) -> bool | None:
         return None
 
 
-def _root_warnings(root: ProjectRoot, *, in_work_tree: bool) -> list[str]:
-    if root.source is not RootSource.WORKING_DIRECTORY or in_work_tree:
+def _root_warnings(root: ProjectRoot, *, in_work_tree: Callable[[], bool]) -> list[str]:
+    # Asked lazily: only a root that came from the working directory needs the extra git call.
+    if root.source is not RootSource.WORKING_DIRECTORY or in_work_tree():
         return []
     return [
         f"The project root {root.path} is only the working directory, and it is not a git work tree. "

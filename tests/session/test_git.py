@@ -319,3 +319,17 @@ def test_when_the_file_list_was_cut_unrecorded_files_are_counted_not_flagged(aut
     assert (cut.changed_since, cut.unknown) == ((files[0].path,), 2)
     assert whole.unknown == 0
     assert set(whole.changed_since) == {f.path for f in files}
+
+
+def test_drift_handles_file_names_with_spaces_and_shell_characters(repo: Path, git: Git) -> None:
+    name = "docs/a b; $(echo x).md"
+    write(repo, name, "one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "odd name")
+    saved = _saved(repo)
+    write(repo, name, "two\n")
+    write(repo, "clean copy.md", "new\n")
+
+    drift = _drift(repo, *saved)
+
+    assert drift.changed_since == ("clean copy.md", name)

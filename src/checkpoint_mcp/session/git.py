@@ -13,7 +13,7 @@ import hashlib
 import logging
 import os
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -80,10 +80,9 @@ class Drift:
         return self.saved_branch != self.current_branch
 
 
-def _run(
-    root: str, args: Sequence[str], *, stdin: str | None = None, extra_env: Mapping[str, str] = {}
-) -> tuple[int, str]:
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", **extra_env}
+def _run(root: str, args: Sequence[str], *, stdin: str | None = None) -> tuple[int, str]:
+    # Optional locks off: a status must never take index.lock while the user runs git. No prompts: no tty here.
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
     try:
         process = subprocess.run(
             ["git", *args],
@@ -105,8 +104,8 @@ def _run(
     return process.returncode, process.stdout if process.returncode == 0 else process.stderr
 
 
-def _checked(root: str, args: Sequence[str], *, stdin: str | None = None, extra_env: Mapping[str, str] = {}) -> str:
-    code, output = _run(root, args, stdin=stdin, extra_env=extra_env)
+def _checked(root: str, args: Sequence[str], *, stdin: str | None = None) -> str:
+    code, output = _run(root, args, stdin=stdin)
     if code != 0:
         raise GitError(f"`git {' '.join(args[:2])}` failed: {output.strip()[:300]}")
     return output
@@ -209,8 +208,9 @@ def hash_files(root: str, paths: Iterable[str]) -> dict[str, str]:
     hashes: dict[str, str] = {}
     if batch:
         code, output = _run(root, ["hash-object", "--stdin-paths"], stdin="".join(p + "\n" for p in batch))
-        if code == 0:
-            hashes.update(zip(batch, output.split(), strict=True))
+        digests = output.split()
+        if code == 0 and len(digests) == len(batch):
+            hashes.update(zip(batch, digests, strict=True))
         else:
             # A file vanished between the check and the hash: hash the survivors one by one in-process.
             logger.info("git hash-object failed (%s); hashing in-process", output.strip()[:200])
@@ -301,8 +301,11 @@ def _blobs_at(root: str, commit: str, prefix: str, paths: Sequence[str]) -> dict
         return {}
     requests = "".join(f"{commit}:{prefix}{p}\n" for p in batch)
     output = _checked(root, ["cat-file", "--batch-check=%(objectname) %(objecttype)"], stdin=requests)
+    lines = output.splitlines()
+    if len(lines) != len(batch):
+        raise GitError(f"`git cat-file` answered {len(lines)} lines for {len(batch)} paths")
     blobs: dict[str, str] = {}
-    for path, line in zip(batch, output.splitlines(), strict=True):
+    for path, line in zip(batch, lines, strict=True):
         name, _, kind = line.partition(" ")
         if kind == "blob":
             blobs[path] = name

@@ -100,7 +100,7 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
         )
     if dropped:
         warnings.append(f"Trimmed to fit the limits: {'; '.join(dropped)}.")
-    warnings.extend(_root_warnings(root, in_work_tree=lambda: snapshot is not None))
+    warnings.extend(_root_warnings(root, in_work_tree=lambda: snapshot is not None or git.in_work_tree(root.path)))
     return SaveOutcome(
         path=store.checkpoint_path(root.path),
         size=len(data),

@@ -85,6 +85,7 @@ class _Item:
 
     @classmethod
     def of(cls, text: str) -> _Item:
+        """An item whose short form is the text clipped to ``ITEM_CUT``."""
         return cls(text, _clip(text, ITEM_CUT))
 
 
@@ -114,6 +115,7 @@ class _Part:
         return [item.short if self.shortened else item.full for item in self.items]
 
     def render(self) -> str:
+        """The section's markdown as it stands, with a line counting the entries cut."""
         lines = [self.title(len(self.items)), *self.fixed]
         shown = self._shown()
         hidden = self.total - len(shown)

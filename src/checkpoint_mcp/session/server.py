@@ -214,6 +214,7 @@ def build_server() -> MCPServer[Any]:
         ] = "replace",
         projectRoot: ProjectRootArgument = None,
     ) -> Annotated[CallToolResult, SaveResult]:
+        """The save tool: validate, then run the save in a worker thread, one tool call at a time."""
         request = SaveRequest(
             goal=goal,
             mode=mode,
@@ -259,6 +260,7 @@ def build_server() -> MCPServer[Any]:
         ] = "brief",
         projectRoot: ProjectRootArgument = None,
     ) -> Annotated[CallToolResult, LoadResult]:
+        """The load tool: read, check drift and render in a worker thread, one tool call at a time."""
         try:
             root = _root(projectRoot, client_roots)
             async with serial:

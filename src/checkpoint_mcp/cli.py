@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -315,3 +316,50 @@ def journal_gc(location: str, as_json: bool, older_than: str) -> None:
         click.echo(f"  {workflow}: {', '.join(f'#{s}' for s in seqs)}")
     for root in skipped:
         click.echo(f"  skipped {root}: owned by a live proxy")
+
+
+@main.command()
+def session() -> None:
+    """Serve the session tools over stdio: save_session_checkpoint and load_session_checkpoint (MCP).
+
+    The project root is the projectRoot argument, else CHECKPOINT_PROJECT_ROOT, else CLAUDE_PROJECT_DIR, else the
+    client's first file:// root, else the working directory. Register it with an MCP client, for example
+    `claude mcp add --scope user checkpoint-session -- checkpoint session`.
+    """
+    from checkpoint_mcp.session.server import run
+
+    try:
+        run()
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@main.command()
+@click.option(
+    "--project-root",
+    type=click.Path(file_okay=False, resolve_path=True),
+    help="The project. Default: CHECKPOINT_PROJECT_ROOT, else CLAUDE_PROJECT_DIR, else the working directory.",
+)
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(["brief", "full"]),
+    default="brief",
+    show_default=True,
+    help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
+)
+@click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
+def brief(project_root: str | None, output: str, hook: bool) -> None:
+    """Print the resume brief of the project's checkpoint, for scripts and Claude Code SessionStart hooks.
+
+    Exits 0 with a short line when there is nothing to resume.
+    """
+    from checkpoint_mcp.session.service import brief_text
+
+    try:
+        text = brief_text(
+            project_root, output="full" if output == "full" else "brief", hook=hook, environ=os.environ, cwd=os.getcwd()
+        )
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(text)

@@ -13,7 +13,9 @@ The hierarchy::
     ├── SessionError                    the session server (`checkpoint session`, `checkpoint brief`)
     │   ├── ProjectRootError            the project root is not an absolute, existing directory
     │   ├── PathOutsideProject          a file path escapes the project root
-    │   └── CheckpointFileError         a checkpoint file that cannot be used (corrupt, unknown version)
+    │   ├── CheckpointFileError         a checkpoint file that cannot be used (corrupt, unknown version)
+    │   │   └── CheckpointVersionError  written by a newer Checkpoint; refused, never modified
+    │   └── GitError                    git could not be run, failed unexpectedly, or timed out
     └── CallRefused                     one tools/call refused; becomes a JSON-RPC error on the wire
         ├── InvalidCallParams           -32602 malformed tools/call or `_meta.checkpoint_seq`
         ├── DuplicateRequestId          -32600 a tools/call reusing the id of a request still in flight
@@ -137,6 +139,23 @@ class PathOutsideProject(SessionError):
 
 class CheckpointFileError(SessionError):
     """A checkpoint file cannot be used: unreadable, corrupt, or of an unknown version."""
+
+
+class CheckpointVersionError(CheckpointFileError):
+    """The checkpoint file has a version newer than this Checkpoint knows; it is refused and left untouched."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path} has checkpoint version {found}, newer than this Checkpoint supports ({supported}); "
+            "upgrade checkpoint-mcp to use it, or move the file away to start over (it was not modified)"
+        )
+
+
+class GitError(SessionError):
+    """git could not be run, failed unexpectedly, or did not answer within its timeout."""
 
 
 class CallRefused(CheckpointError):

@@ -1,0 +1,261 @@
+"""Save and load, end to end: the one place that ties root, store, git, redaction, merge and rendering together.
+
+The MCP server (``checkpoint session``) and ``checkpoint brief`` both call this module; it never imports the
+MCP SDK or pydantic, so the hook command starts fast. Every function here blocks (git, fsync): the server runs
+them in a worker thread, one call at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from checkpoint_mcp.errors import CheckpointFileError, CheckpointVersionError, GitError
+from checkpoint_mcp.session import git, merge, model, render, store
+from checkpoint_mcp.session.git import Drift, Snapshot
+from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest, Scanned, Stamp
+from checkpoint_mcp.session.model import Checkpoint, Mode, Task
+from checkpoint_mcp.session.redact import Redactor
+from checkpoint_mcp.session.root import ProjectRoot, RootSource, relative_path, resolve_root
+
+Format = Literal["brief", "full"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    """What a save did: where, how big, the checkpoint written, this save's redactions, and the warnings."""
+
+    path: str
+    size: int
+    mode: Mode
+    checkpoint: Checkpoint
+    redactions: int
+    warnings: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The confirmation shown to the model."""
+        return render.save_confirmation(self.path, self.size, self.mode, self.checkpoint, self.warnings)
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What a load found: the checkpoint (None when there is nothing to resume), its drift, and the text."""
+
+    path: str
+    checkpoint: Checkpoint | None
+    from_backup: bool
+    drift: Drift | None
+    warnings: tuple[str, ...]
+    text: str
+
+    @property
+    def found(self) -> bool:
+        """True when there is a checkpoint to resume from."""
+        return self.checkpoint is not None
+
+
+def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None) -> SaveOutcome:
+    """Redact the request, merge it with the previous checkpoint and the git scan, and write it crash-safely.
+
+    Raises:
+        PathOutsideProject: a file path in the request resolves outside the project root.
+        CheckpointVersionError: the existing checkpoint was written by a newer Checkpoint; it is left alone.
+        CheckpointFileError: the checkpoint could not be written.
+    """
+    moment = now or datetime.now(UTC)
+    redactor = Redactor()
+    clean = _clean(request, root.path, redactor)
+    warnings: list[str] = []
+    with store.locked(root.path, exclusive=True):
+        previous = _previous(root.path, request.mode, warnings)
+        snapshot = _snapshot(root.path, warnings)
+        scanned = [Scanned(e.path, e.status) for e in snapshot.entries] if snapshot else []
+        stamp = Stamp(
+            new_id=str(uuid.uuid4()),
+            now=model.format_timestamp(moment),
+            project_name=root.name,
+            git=snapshot.facts if snapshot else None,
+            redactions=redactor.count,
+        )
+        built = merge.build(previous, clean, scanned, stamp)
+        checkpoint = _with_hashes(root.path, built.checkpoint, warnings) if snapshot else built.checkpoint
+        fitted = merge.fit(checkpoint)
+        data = model.serialize(fitted.checkpoint)
+        store.write(root.path, data)
+    dropped = built.dropped + fitted.dropped
+    if redactor.count:
+        warnings.insert(0, f"Redacted {redactor.count} secret-looking value(s).")
+    if snapshot is not None and _ignored(root.path) is False:
+        warnings.append(
+            f"{store.checkpoint_path(root.path)} is not git-ignored: add `.claude-checkpoint*` to .gitignore "
+            "(Checkpoint never edits it for you)."
+        )
+    if dropped:
+        warnings.append(f"Trimmed to fit the limits: {'; '.join(dropped)}.")
+    warnings.extend(_root_warnings(root, in_work_tree=lambda: snapshot is not None or git.in_work_tree(root.path)))
+    return SaveOutcome(
+        path=store.checkpoint_path(root.path),
+        size=len(data),
+        mode=request.mode,
+        checkpoint=fitted.checkpoint,
+        redactions=redactor.count,
+        warnings=tuple(warnings),
+    )
+
+
+def load(root: ProjectRoot, *, output: Format = "brief", now: datetime | None = None) -> LoadOutcome:
+    """Read the checkpoint (or its backup), compute drift, and render the brief or the full JSON.
+
+    Raises:
+        CheckpointVersionError: the checkpoint was written by a newer Checkpoint.
+        CheckpointFileError: a checkpoint exists but neither it nor its backup can be used.
+    """
+    path = store.checkpoint_path(root.path)
+    with store.locked(root.path, exclusive=False):
+        stored = store.read(root.path)
+    if stored is None:
+        warnings = _root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))
+        text = "\n".join([render.nothing_to_resume(path), *(f"⚠ {w}" for w in warnings)])
+        return LoadOutcome(path, None, False, None, tuple(warnings), text)
+    checkpoint = stored.checkpoint
+    drift: Drift | None = None
+    problem: str | None = None
+    if checkpoint.git is not None:
+        try:
+            drift = git.drift(
+                root.path, checkpoint.git, checkpoint.modified_files, complete=_lists_all_files(checkpoint)
+            )
+        except GitError as exc:
+            problem = str(exc)
+    warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))]
+    if output == "full":
+        text = render.full(checkpoint, drift, warnings)
+    else:
+        moment = now or datetime.now(UTC)
+        text = render.brief(checkpoint, drift, now=moment, drift_problem=problem, warnings=warnings)
+    return LoadOutcome(path, checkpoint, stored.from_backup, drift, tuple(warnings), text)
+
+
+def brief_text(
+    project_root: str | None,
+    *,
+    output: Format,
+    hook: bool,
+    environ: Mapping[str, str],
+    cwd: str,
+) -> str:
+    """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
+
+    Raises:
+        ProjectRootError: the project root is not an absolute path to an existing directory.
+        CheckpointFileError: a checkpoint exists but cannot be used (see ``load``).
+    """
+    root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
+    outcome = load(root, output=output)
+    return render.session_start_hook(outcome.text) if hook else outcome.text
+
+
+def _lists_all_files(checkpoint: Checkpoint) -> bool:
+    """Whether the checkpoint's file list can hold every file that was uncommitted when it was saved.
+
+    A full list may have been cut at the cap. Trimming to the size limit drops every command before any file,
+    so a trimmed checkpoint without commands may have lost files too.
+    """
+    if len(checkpoint.modified_files) >= model.MODIFIED_FILES_MAX:
+        return False
+    return not (checkpoint.meta.truncated and not checkpoint.recent_commands)
+
+
+def _clip(text: str, limit: int) -> str:
+    # Redaction can lengthen a short secret; the file's caps still hold.
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clean(request: SaveRequest, root: str, redact: Redactor) -> SaveRequest:
+    """Redact every free-text field and store every path relative to the root."""
+
+    def text(value: str, limit: int = model.ITEM_TEXT_MAX) -> str:
+        return _clip(redact(value), limit)
+
+    def optional(value: str | None) -> str | None:
+        return None if value is None else text(value)
+
+    return SaveRequest(
+        goal=text(request.goal, model.GOAL_MAX),
+        mode=request.mode,
+        tasks=None if request.tasks is None else tuple(Task(text(t.description), t.status) for t in request.tasks),
+        summary=None if request.summary is None else text(request.summary, model.SUMMARY_MAX),
+        next_steps=None if request.next_steps is None else tuple(text(s) for s in request.next_steps),
+        decisions=None if request.decisions is None else tuple(text(d) for d in request.decisions),
+        modified_files=None
+        if request.modified_files is None
+        else tuple(FileNote(relative_path(root, f.path), optional(f.note)) for f in request.modified_files),
+        recent_commands=None
+        if request.recent_commands is None
+        else tuple(
+            CommandInput(text(c.command, model.COMMAND_MAX), c.exit_code, optional(c.note))
+            for c in request.recent_commands
+        ),
+    )
+
+
+def _previous(root: str, mode: Mode, warnings: list[str]) -> Checkpoint | None:
+    """The checkpoint to merge onto (read in both modes, so a newer version is refused either way)."""
+    try:
+        stored = store.read(root)
+    except CheckpointVersionError:
+        raise
+    except CheckpointFileError as exc:
+        warnings.append(f"The previous checkpoint could not be read, so nothing was merged from it: {exc}.")
+        return None
+    if stored is None:
+        return None
+    if stored.from_backup and mode == "merge":
+        warnings.append(
+            f"Merged onto the backup {store.backup_path(root)}: the main checkpoint file was unusable "
+            "(the backup was kept as it was)."
+        )
+    return stored.checkpoint
+
+
+def _snapshot(root: str, warnings: list[str]) -> Snapshot | None:
+    try:
+        return git.snapshot(root)
+    except GitError as exc:
+        warnings.append(f"Saved without git facts, so drift cannot be detected for this checkpoint: {exc}.")
+        return None
+
+
+def _with_hashes(root: str, checkpoint: Checkpoint, warnings: list[str]) -> Checkpoint:
+    try:
+        hashes = git.hash_files(root, [f.path for f in checkpoint.modified_files])
+    except GitError as exc:
+        warnings.append(f"Saved without file hashes, so changed files cannot be detected: {exc}.")
+        return checkpoint
+    files = tuple(dataclasses.replace(f, hash=hashes.get(f.path)) for f in checkpoint.modified_files)
+    return dataclasses.replace(checkpoint, modified_files=files)
+
+
+def _ignored(root: str) -> bool | None:
+    try:
+        return git.is_ignored(root, store.CHECKPOINT_NAME)
+    except GitError:
+        return None
+
+
+def _root_warnings(root: ProjectRoot, *, in_work_tree: Callable[[], bool]) -> list[str]:
+    # Asked lazily: only a root that came from the working directory needs the extra git call.
+    if root.source is not RootSource.WORKING_DIRECTORY or in_work_tree():
+        return []
+    return [
+        f"The project root {root.path} is only the working directory, and it is not a git work tree. "
+        "If that is not your project, name it with projectRoot (--project-root) or CHECKPOINT_PROJECT_ROOT."
+    ]

@@ -1,0 +1,1 @@
+"""Tests of the session server, mirroring src/checkpoint_mcp/session."""

@@ -196,3 +196,19 @@ def pids_in_group(pgid: int) -> bool:
         if int(pgrp) == pgid and state not in (b"Z", b"X"):
             return True
     return False
+
+
+def journal_calls(location: str, workflow: str) -> list[Any]:
+    """The rows of ``workflow`` in the journal at ``location`` (SQLite path or PostgreSQL URL)."""
+    from checkpoint_mcp.journal import open_journal
+
+    journal = open_journal(location)
+    try:
+        return journal.calls(workflow)
+    finally:
+        journal.close()
+
+
+def journal_states(location: str, workflow: str) -> dict[int, Any]:
+    """seq -> CallState of ``workflow``."""
+    return {row.seq: row.state for row in journal_calls(location, workflow)}

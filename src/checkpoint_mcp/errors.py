@@ -6,6 +6,7 @@ The hierarchy::
     ├── UsageError                      a flag or argument that cannot work (bad URL, bad value)
     ├── JournalError                    the journal store itself
     │   ├── JournalUnavailable          cannot be opened, read or written (locked, disk, permissions)
+    │   │   └── JournalLost             gone for good (unreachable after retries, or ownership taken): fatal
     │   ├── JournalCorrupt              the file is not a Checkpoint journal, or is damaged
     │   ├── JournalVersionError         written by a newer Checkpoint; refused, never modified
     │   └── WorkflowOwned               another live proxy owns the workflow
@@ -38,6 +39,7 @@ from typing import Any, ClassVar, Final
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
 
 # Checkpoint's own codes, in the implementation-defined server range. MCP itself uses -32000..-32002,
 # -32020..-32022 and -32042, so ours sit apart at -32080.
@@ -55,6 +57,7 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
         "invalid params",
         "a tools/call without a tool name, with non-object arguments, or a bad `_meta.checkpoint_seq`",
     ),
+    INTERNAL_ERROR: ("internal error", "a bug in Checkpoint while routing a request; the request was not forwarded"),
     IN_DOUBT: (
         "in doubt",
         "the call at this sequence was in flight when a proxy stopped; it may or may not have run",
@@ -94,6 +97,13 @@ class JournalError(CheckpointError):
 
 class JournalUnavailable(JournalError):
     """The journal cannot be opened, read or written (permissions, disk, a lock held too long)."""
+
+
+class JournalLost(JournalUnavailable):
+    """The journal stayed unreachable after bounded retries, or this proxy's ownership was taken meanwhile.
+
+    Unlike a passing ``JournalUnavailable``, the proxy cannot go on: it refuses the call and exits.
+    """
 
 
 class JournalCorrupt(JournalError):

@@ -14,7 +14,7 @@ from checkpoint_mcp.errors import COLLECTED, FAILED_BY_OPERATOR, IN_DOUBT
 from support import ProxyProcess, checkpoint_argv, done_count, server_cmd
 
 
-def start(tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
+def start(journal: str, tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
     env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
     if trigger:
         env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
@@ -22,16 +22,16 @@ def start(tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
         "--upstream-cmd",
         server_cmd("effects_server.py"),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal,
         "--workflow-id",
         "wf",
         env=env,
     )
 
 
-def cli(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def cli(journal: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        checkpoint_argv("journal", args[0], "--journal", str(tmp_path / "j.db"), *args[1:]),
+        checkpoint_argv("journal", args[0], "--journal", journal, *args[1:]),
         capture_output=True,
         text=True,
         timeout=30,
@@ -42,9 +42,9 @@ def cli(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     return done
 
 
-def in_doubt_call(tmp_path: Path, seq: int = 1, to: str = "x") -> None:
+def in_doubt_call(journal: str, tmp_path: Path, seq: int = 1, to: str = "x") -> None:
     """Leave call #seq PENDING: the proxy dies after the upstream answered, before COMPLETE."""
-    with start(tmp_path, trigger="after_upstream_reply") as p:
+    with start(journal, tmp_path, trigger="after_upstream_reply") as p:
         p.send(
             {
                 "jsonrpc": "2.0",
@@ -56,66 +56,66 @@ def in_doubt_call(tmp_path: Path, seq: int = 1, to: str = "x") -> None:
         assert p.wait() == -9
 
 
-def replay(tmp_path: Path, seq: int = 1, to: str = "x") -> dict[str, Any]:
-    with start(tmp_path) as p:
+def replay(journal: str, tmp_path: Path, seq: int = 1, to: str = "x") -> dict[str, Any]:
+    with start(journal, tmp_path) as p:
         reply = p.call("send_email", {"to": to}, seq=seq)
         p.close()
     return reply
 
 
-def test_resolve_completed_makes_replays_return_the_recorded_result(tmp_path: Path) -> None:
-    in_doubt_call(tmp_path)
-    assert replay(tmp_path)["error"]["code"] == IN_DOUBT
+def test_resolve_completed_makes_replays_return_the_recorded_result(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    assert replay(journal, tmp_path)["error"]["code"] == IN_DOUBT
     result = {"content": [{"type": "text", "text": "sent to x (checked by hand)"}], "isError": False}
     (tmp_path / "result.json").write_text(json.dumps(result))
-    done = cli(tmp_path, "resolve", "wf", "1", "--completed", "--result-file", str(tmp_path / "result.json"))
+    done = cli(journal, "resolve", "wf", "1", "--completed", "--result-file", str(tmp_path / "result.json"))
     assert "resolved as completed (was PENDING)" in done.stdout
-    reply = replay(tmp_path)
+    reply = replay(journal, tmp_path)
     assert reply["result"]["content"] == result["content"]
     assert reply["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
     assert done_count(tmp_path / "effects.jsonl") == 1  # only the original run
 
 
-def test_resolve_failed_makes_replays_return_an_operator_error(tmp_path: Path) -> None:
-    in_doubt_call(tmp_path)
-    cli(tmp_path, "resolve", "wf", "1", "--failed", "--message", "bounced: mailbox full")
-    reply = replay(tmp_path)
+def test_resolve_failed_makes_replays_return_an_operator_error(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    cli(journal, "resolve", "wf", "1", "--failed", "--message", "bounced: mailbox full")
+    reply = replay(journal, tmp_path)
     assert reply["error"]["code"] == FAILED_BY_OPERATOR
     assert reply["error"]["message"] == "bounced: mailbox full"
     assert done_count(tmp_path / "effects.jsonl") == 1
 
 
-def test_resolve_release_lets_the_next_call_at_that_sequence_run_again(tmp_path: Path) -> None:
-    in_doubt_call(tmp_path)
-    cli(tmp_path, "resolve", "wf", "1", "--release")
-    reply = replay(tmp_path)
+def test_resolve_release_lets_the_next_call_at_that_sequence_run_again(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    cli(journal, "resolve", "wf", "1", "--release")
+    reply = replay(journal, tmp_path)
     assert reply["result"]["_meta"]["checkpoint/journal"] == {"workflow": "wf", "seq": 1, "replayed": False}
     assert done_count(tmp_path / "effects.jsonl") == 2  # an explicit decision to re-execute
 
 
-def test_a_failed_call_can_be_resolved_as_completed(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_failed_call_can_be_resolved_as_completed(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("fail", {"reason": "timeout"}, seq=1)
         p.close()
     (tmp_path / "r.json").write_text('{"content": [], "isError": false}')
-    done = cli(tmp_path, "resolve", "wf", "1", "--completed", "--result-file", str(tmp_path / "r.json"))
+    done = cli(journal, "resolve", "wf", "1", "--completed", "--result-file", str(tmp_path / "r.json"))
     assert "was FAILED" in done.stdout
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         reply = p.call("fail", {"reason": "timeout"}, seq=1)
         p.close()
     assert reply["result"]["content"] == []
 
 
-def test_resolve_is_refused_while_a_live_proxy_owns_the_workflow(tmp_path: Path) -> None:
-    in_doubt_call(tmp_path)
-    with start(tmp_path) as p:
+def test_resolve_is_refused_while_a_live_proxy_owns_the_workflow(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    with start(journal, tmp_path) as p:
         p.request("ping")
-        refused = cli(tmp_path, "resolve", "wf", "1", "--release", check=False)
+        refused = cli(journal, "resolve", "wf", "1", "--release", check=False)
         p.close()
     assert refused.returncode == 1
     assert "owned by another live proxy" in refused.stderr
     assert f"pid {p.proc.pid}" in refused.stderr
-    assert replay(tmp_path)["error"]["code"] == IN_DOUBT  # nothing changed
+    assert replay(journal, tmp_path)["error"]["code"] == IN_DOUBT  # nothing changed
 
 
 @pytest.mark.parametrize(
@@ -126,28 +126,28 @@ def test_resolve_is_refused_while_a_live_proxy_owns_the_workflow(tmp_path: Path)
         (["--failed"], "--failed and --message go together"),
     ],
 )
-def test_resolve_needs_exactly_one_outcome(tmp_path: Path, args: list[str], message: str) -> None:
-    in_doubt_call(tmp_path)
-    done = cli(tmp_path, "resolve", "wf", "1", *args, check=False)
+def test_resolve_needs_exactly_one_outcome(journal: str, tmp_path: Path, args: list[str], message: str) -> None:
+    in_doubt_call(journal, tmp_path)
+    done = cli(journal, "resolve", "wf", "1", *args, check=False)
     assert done.returncode != 0
     assert message in done.stderr
 
 
-def test_resolve_refuses_to_rewrite_a_completed_call(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_resolve_refuses_to_rewrite_a_completed_call(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "x"}, seq=1)
         p.close()
-    done = cli(tmp_path, "resolve", "wf", "1", "--failed", "--message", "no", check=False)
+    done = cli(journal, "resolve", "wf", "1", "--failed", "--message", "no", check=False)
     assert done.returncode == 1
     assert "only --release applies" in done.stderr
 
 
-def test_every_resolution_is_audited_and_shown(tmp_path: Path) -> None:
-    in_doubt_call(tmp_path)
-    cli(tmp_path, "resolve", "wf", "1", "--failed", "--message", "bounced")
-    show = cli(tmp_path, "show", "wf").stdout
+def test_every_resolution_is_audited_and_shown(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    cli(journal, "resolve", "wf", "1", "--failed", "--message", "bounced")
+    show = cli(journal, "show", "wf").stdout
     assert "#1 resolved as failed (was PENDING) by" in show
-    detail = json.loads(cli(tmp_path, "show", "wf", "--seq", "1", "--json").stdout)
+    detail = json.loads(cli(journal, "show", "wf", "--seq", "1", "--json").stdout)
     [audit] = detail["resolutions"]
     assert audit["action"] == "failed"
     assert audit["previousState"] == "PENDING"
@@ -156,25 +156,25 @@ def test_every_resolution_is_audited_and_shown(tmp_path: Path) -> None:
     assert detail["outcome"]["message"] == "bounced"
 
 
-def test_ls_lists_in_doubt_workflows_first_with_their_live_owner(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_ls_lists_in_doubt_workflows_first_with_their_live_owner(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "x"})
         p.close()
     with ProxyProcess(
         "--upstream-cmd",
         server_cmd("effects_server.py"),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal,
         "--workflow-id",
         "zz",
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl"), "CHECKPOINT_DEBUG_TRIGGER": "after_upstream_reply"},
     ) as p:
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "send_email", "arguments": {}}})
         p.wait()
-    with start(tmp_path) as live:
+    with start(journal, tmp_path) as live:
         live.request("ping")
-        table = cli(tmp_path, "ls").stdout.splitlines()
-        data = json.loads(cli(tmp_path, "ls", "--json").stdout)
+        table = cli(journal, "ls").stdout.splitlines()
+        data = json.loads(cli(journal, "ls", "--json").stdout)
         live.close()
     assert table[0].split()[:2] == ["WORKFLOW", "LINEAGE"]
     assert table[1].startswith("zz ")  # in doubt first
@@ -186,28 +186,28 @@ def test_ls_lists_in_doubt_workflows_first_with_their_live_owner(tmp_path: Path)
     assert by_name["wf"]["owner"]["pid"] == live.proc.pid
 
 
-def test_show_prints_a_timeline_with_short_arguments(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_show_prints_a_timeline_with_short_arguments(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "ann", "body": "x" * 200})
         p.call("fail", {"reason": "r"})
         p.close()
-    lines = cli(tmp_path, "show", "wf").stdout.splitlines()
+    lines = cli(journal, "show", "wf").stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("SEQ"))
     first, second = lines[header + 1], lines[header + 2]
     assert first.split()[:3] == ["#1", "send_email", "COMPLETED"]
     assert "…" in first
     assert second.split()[:3] == ["#2", "fail", "FAILED"]
-    unknown = cli(tmp_path, "show", "nope", check=False)
+    unknown = cli(journal, "show", "nope", check=False)
     assert unknown.returncode == 1
     assert "no workflow 'nope'" in unknown.stderr
 
 
-def test_export_writes_json_lines(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_export_writes_json_lines(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "ann"})
         p.call("send_email", {"to": "bob"})
         p.close()
-    lines = [json.loads(line) for line in cli(tmp_path, "export", "wf").stdout.splitlines()]
+    lines = [json.loads(line) for line in cli(journal, "export", "wf").stdout.splitlines()]
     assert [(x["type"], x["seq"], x["arguments"]) for x in lines] == [
         ("call", 1, {"to": "ann"}),
         ("call", 2, {"to": "bob"}),
@@ -215,33 +215,35 @@ def test_export_writes_json_lines(tmp_path: Path) -> None:
     assert lines[0]["outcome"]["content"][0]["text"] == "sent to ann"
 
 
-def test_gc_removes_old_finished_calls_never_pending_ones_and_refuses_collected_sequences(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_gc_removes_old_finished_calls_never_pending_ones_and_refuses_collected_sequences(
+    journal: str, tmp_path: Path
+) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "a"}, seq=1)
         p.call("fail", {"reason": "r"}, seq=2)
         p.close()
-    in_doubt_call(tmp_path, seq=3)
-    report = json.loads(cli(tmp_path, "gc", "--older-than", "0s", "--json").stdout)
+    in_doubt_call(journal, tmp_path, seq=3)
+    report = json.loads(cli(journal, "gc", "--older-than", "0s", "--json").stdout)
     assert report == {"removed": {"wf": [1, 2]}, "skipped": []}
-    shown = json.loads(cli(tmp_path, "show", "wf", "--json").stdout)
+    shown = json.loads(cli(journal, "show", "wf", "--json").stdout)
     assert [(c["seq"], c["state"]) for c in shown["calls"]] == [(3, "PENDING")]
-    collected = replay(tmp_path, seq=1, to="a")
+    collected = replay(journal, tmp_path, seq=1, to="a")
     assert collected["error"]["code"] == COLLECTED
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         nxt = p.call("send_email", {"to": "new"})
         p.close()
     assert nxt["result"]["_meta"]["checkpoint/journal"]["seq"] == 4
     assert done_count(tmp_path / "effects.jsonl") == 4  # a, fail, x (in doubt), new: nothing re-ran
 
 
-def test_gc_keeps_recent_calls_and_skips_live_workflows(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_gc_keeps_recent_calls_and_skips_live_workflows(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "a"})
-        kept = cli(tmp_path, "gc", "--older-than", "1d", "--json").stdout
-        skipped = json.loads(cli(tmp_path, "gc", "--older-than", "0s", "--json").stdout)
+        kept = cli(journal, "gc", "--older-than", "1d", "--json").stdout
+        skipped = json.loads(cli(journal, "gc", "--older-than", "0s", "--json").stdout)
         p.close()
     assert json.loads(kept) == {"removed": {}, "skipped": ["wf"]}
     assert skipped == {"removed": {}, "skipped": ["wf"]}
-    bad = cli(tmp_path, "gc", "--older-than", "soon", check=False)
+    bad = cli(journal, "gc", "--older-than", "soon", check=False)
     assert bad.returncode == 2
     assert "cannot read duration" in bad.stderr

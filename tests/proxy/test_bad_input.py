@@ -12,18 +12,18 @@ from checkpoint_mcp.journal.sqlite import SqliteJournal
 from support import ProxyProcess, read_effects, server_cmd
 
 
-def start(tmp_path: Path) -> ProxyProcess:
+def start(tmp_path: Path, journal: str | None = None) -> ProxyProcess:
     return ProxyProcess(
         "--upstream-cmd",
         server_cmd("effects_server.py"),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal or str(tmp_path / "j.db"),
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
     )
 
 
-def test_a_malformed_line_gets_a_parse_error_and_the_relay_goes_on(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_malformed_line_gets_a_parse_error_and_the_relay_goes_on(journal: str, tmp_path: Path) -> None:
+    with start(tmp_path, journal) as p:
         p.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping"\n')
         error = p.recv()
         p.send_raw(b"\xff\xfe not utf-8\n")
@@ -38,16 +38,16 @@ def test_a_malformed_line_gets_a_parse_error_and_the_relay_goes_on(tmp_path: Pat
     assert "result" in reply
 
 
-def test_a_json_value_that_is_not_a_message_is_an_invalid_request(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_json_value_that_is_not_a_message_is_an_invalid_request(journal: str, tmp_path: Path) -> None:
+    with start(tmp_path, journal) as p:
         p.send_raw(b'"just a string"\n')
         error = p.recv()
         p.close()
     assert error["error"]["code"] == INVALID_REQUEST
 
 
-def test_a_batch_holding_a_tools_call_is_refused_and_nothing_runs(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_batch_holding_a_tools_call_is_refused_and_nothing_runs(journal: str, tmp_path: Path) -> None:
+    with start(tmp_path, journal) as p:
         p.send_raw(b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send_email","arguments":{}}}]\n')
         error = p.recv()
         p.close()
@@ -56,8 +56,8 @@ def test_a_batch_holding_a_tools_call_is_refused_and_nothing_runs(tmp_path: Path
     assert read_effects(tmp_path / "effects.jsonl") == []
 
 
-def test_a_tools_call_without_an_id_is_dropped_not_run(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_tools_call_without_an_id_is_dropped_not_run(journal: str, tmp_path: Path) -> None:
+    with start(tmp_path, journal) as p:
         p.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "send_email", "arguments": {}}})
         p.request("ping")  # proves the line was processed
         p.close()
@@ -65,8 +65,8 @@ def test_a_tools_call_without_an_id_is_dropped_not_run(tmp_path: Path) -> None:
     assert "dropped a tools/call without an id" in p.stderr
 
 
-def test_a_tools_call_reusing_an_id_in_flight_is_refused(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_tools_call_reusing_an_id_in_flight_is_refused(journal: str, tmp_path: Path) -> None:
+    with start(tmp_path, journal) as p:
         call = {
             "jsonrpc": "2.0",
             "id": 5,
@@ -85,7 +85,7 @@ def test_a_tools_call_reusing_an_id_in_flight_is_refused(tmp_path: Path) -> None
     assert sum(1 for e in read_effects(tmp_path / "effects.jsonl") if e["event"] == "done") == 1
 
 
-def test_a_journal_write_that_fails_refuses_the_call_before_the_upstream_sees_it(tmp_path: Path) -> None:
+def test_a_journal_write_that_fails_refuses_the_call_before_the_upstream_sees_it_sqlite_locked(tmp_path: Path) -> None:
     with start(tmp_path) as p:
         p.call("send_email", {"to": "before"})
         blocker = sqlite3.connect(tmp_path / "j.db", isolation_level=None)

@@ -9,9 +9,8 @@ import pytest
 
 from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-from support import ProxyProcess, done_count, read_effects, server_cmd, wait_until
+from support import ProxyProcess, done_count, journal_states, read_effects, server_cmd, wait_until
 
 GUARANTEE = (
     "Checkpoint guarantees that a completed side effect is never re-executed on replay, provided the replayed call "
@@ -22,22 +21,14 @@ GUARANTEE = (
 README = Path(__file__).parents[2] / "README.md"
 
 
-def start(tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
+def start(journal: str, tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
     env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
     if trigger:
         env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
-    return ProxyProcess("--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db"), env=env)
+    return ProxyProcess("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, env=env)
 
 
-def journal_rows(tmp_path: Path) -> dict[int, CallState]:
-    journal = SqliteJournal(str(tmp_path / "j.db"))
-    try:
-        return {row.seq: row.state for row in journal.calls(str(tmp_path / "j.db"))}
-    finally:
-        journal.close()
-
-
-def test_guarantee_completed_side_effect_never_reexecuted(tmp_path: Path) -> None:
+def test_guarantee_completed_side_effect_never_reexecuted(journal: str, workflow: str, tmp_path: Path) -> None:
     """The guarantee, verbatim, proven with a counted upstream, a SIGKILLed proxy and a fresh one that replays."""
     unquoted = re.sub(r"^> ?", "", README.read_text(encoding="utf-8"), flags=re.M)
     readme = re.sub(r"\s+", " ", unquoted)
@@ -45,7 +36,7 @@ def test_guarantee_completed_side_effect_never_reexecuted(tmp_path: Path) -> Non
 
     effects = tmp_path / "effects.jsonl"
     script = [("send_email", {"to": f"user{i}@example.com", "subject": f"invoice {i}"}) for i in range(1, 4)]
-    with start(tmp_path) as first:
+    with start(journal, tmp_path) as first:
         first.initialize()
         originals = [first.call(name, args, seq=seq)["result"] for seq, (name, args) in enumerate(script, 1)]
         # Step 4 is in flight when the machine "loses power".
@@ -60,14 +51,14 @@ def test_guarantee_completed_side_effect_never_reexecuted(tmp_path: Path) -> Non
         wait_until(lambda: any(e["tool"] == "slow" for e in read_effects(effects)), what="step 4 to start")
         first.kill()
     assert done_count(effects, "send_email") == 3
-    assert journal_rows(tmp_path) == {
+    assert journal_states(journal, workflow) == {
         1: CallState.COMPLETED,
         2: CallState.COMPLETED,
         3: CallState.COMPLETED,
         4: CallState.PENDING,
     }
 
-    with start(tmp_path) as second:
+    with start(journal, tmp_path) as second:
         second.initialize()
         replays = [second.call(name, args, seq=seq)["result"] for seq, (name, args) in enumerate(script, 1)]
         in_doubt = second.call("slow", {"seconds": 30}, seq=4)
@@ -83,7 +74,7 @@ def test_guarantee_completed_side_effect_never_reexecuted(tmp_path: Path) -> Non
     assert in_doubt["error"]["code"] == IN_DOUBT
     assert [e["event"] for e in read_effects(effects) if e["tool"] == "slow"] == ["started"]
     assert new["result"]["_meta"]["checkpoint/journal"] == {
-        "workflow": str(tmp_path / "j.db"),
+        "workflow": workflow,
         "seq": 5,
         "replayed": False,
     }
@@ -99,11 +90,13 @@ CRASH_POINTS = {
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
-def test_a_proxy_killed_at_each_named_point_never_runs_the_call_twice(tmp_path: Path, point: str) -> None:
+def test_a_proxy_killed_at_each_named_point_never_runs_the_call_twice(
+    journal: str, workflow: str, tmp_path: Path, point: str
+) -> None:
     effects = tmp_path / "effects.jsonl"
     expected_state, possible_runs, replay_kind = CRASH_POINTS[point]
     args = {"to": "crash@example.com", "subject": point}
-    with start(tmp_path, trigger=point) as doomed:
+    with start(journal, tmp_path, trigger=point) as doomed:
         doomed.send(
             {
                 "jsonrpc": "2.0",
@@ -115,11 +108,11 @@ def test_a_proxy_killed_at_each_named_point_never_runs_the_call_twice(tmp_path: 
         assert doomed.wait() == -9  # it SIGKILLed itself at the point
         with pytest.raises(AssertionError, match="closed its stdout"):
             doomed.recv_line(timeout=5)  # the client never saw a reply
-    assert journal_rows(tmp_path) == {1: expected_state}
+    assert journal_states(journal, workflow) == {1: expected_state}
     runs = done_count(effects)
     assert runs in possible_runs
 
-    with start(tmp_path) as fresh:
+    with start(journal, tmp_path) as fresh:
         reply = fresh.call("send_email", args, seq=1)
         fresh.close()
     assert done_count(effects) == runs  # the replay never reached the upstream
@@ -130,9 +123,11 @@ def test_a_proxy_killed_at_each_named_point_never_runs_the_call_twice(tmp_path: 
         assert reply["error"]["code"] == IN_DOUBT
 
 
-def test_a_proxy_killed_while_the_upstream_executes_leaves_the_call_in_doubt(tmp_path: Path) -> None:
+def test_a_proxy_killed_while_the_upstream_executes_leaves_the_call_in_doubt(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
     effects = tmp_path / "effects.jsonl"
-    with start(tmp_path) as doomed:
+    with start(journal, tmp_path) as doomed:
         doomed.send(
             {
                 "jsonrpc": "2.0",
@@ -143,8 +138,8 @@ def test_a_proxy_killed_while_the_upstream_executes_leaves_the_call_in_doubt(tmp
         )
         wait_until(lambda: len(read_effects(effects)) == 1, what="the upstream to start executing")
         doomed.kill()
-    assert journal_rows(tmp_path) == {1: CallState.PENDING}
-    with start(tmp_path) as fresh:
+    assert journal_states(journal, workflow) == {1: CallState.PENDING}
+    with start(journal, tmp_path) as fresh:
         reply = fresh.call("slow", {"seconds": 5}, seq=1)
         fresh.close()
     assert reply["error"]["code"] == IN_DOUBT

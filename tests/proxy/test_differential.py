@@ -57,7 +57,7 @@ def _compare(
     *,
     calls: list[tuple[str, dict[str, Any]]],
     env: dict[str, str],
-    journal: Path,
+    journal: str,
     prepare: Callable[[], None] = lambda: None,
 ) -> list[dict[str, Any]]:
     """Run ``calls`` directly, then through the proxy (``prepare`` before each run); both must answer the same."""
@@ -65,7 +65,7 @@ def _compare(
     direct = anyio.run(_session, StdioServerParameters(command=argv[0], args=argv[1:], env=env), mode, calls)
     handshake = direct["handshake"]
     info = handshake.get("serverInfo") or handshake["_meta"]["io.modelcontextprotocol/serverInfo"]
-    proxy_args = ["-m", "checkpoint_mcp", "--upstream-cmd", shlex.join(argv), "--journal", str(journal)]
+    proxy_args = ["-m", "checkpoint_mcp", "--upstream-cmd", shlex.join(argv), "--journal", journal]
     proxy_args += ["--name", info["name"], "--version", info["version"]]
     prepare()
     proxied = anyio.run(_session, StdioServerParameters(command=sys.executable, args=proxy_args, env=env), mode, calls)
@@ -80,14 +80,14 @@ def _compare(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-def test_mcp_server_time_answers_the_same_through_the_proxy(tmp_path: Path, mode: str) -> None:
+def test_mcp_server_time_answers_the_same_through_the_proxy(journal: str, tmp_path: Path, mode: str) -> None:
     calls = [
         ("convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
         ("convert_time", {"source_timezone": "Europe/Paris", "time": "23:30", "target_timezone": "America/New_York"}),
         ("convert_time", {"source_timezone": "Nowhere/City", "time": "12:00", "target_timezone": "UTC"}),  # isError
     ]
     argv = [str(BIN / "mcp-server-time"), "--local-timezone", "UTC"]
-    results = _compare(argv, mode, calls=calls, env=dict(os.environ), journal=tmp_path / "j.db")
+    results = _compare(argv, mode, calls=calls, env=dict(os.environ), journal=journal)
     assert results[2]["isError"] is True
 
 
@@ -109,7 +109,9 @@ def _git_repo(path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-def test_mcp_server_git_answers_the_same_through_the_proxy_side_effects_included(tmp_path: Path, mode: str) -> None:
+def test_mcp_server_git_answers_the_same_through_the_proxy_side_effects_included(
+    journal: str, tmp_path: Path, mode: str
+) -> None:
     if shutil.which("git") is None:  # pragma: no cover - git is a documented requirement
         pytest.fail("git is required")
     # Two identical repositories: one driven directly, one through the proxy. The same path is used for both
@@ -135,5 +137,5 @@ def test_mcp_server_git_answers_the_same_through_the_proxy_side_effects_included
 
     argv = [str(BIN / "mcp-server-git")]
     env = {**os.environ, **FIXED_DATES}
-    results = _compare(argv, mode, calls=calls, env=env, journal=tmp_path / "j.db", prepare=fresh_repo)
+    results = _compare(argv, mode, calls=calls, env=env, journal=journal, prepare=fresh_repo)
     assert "second" in results[5]["content"][0]["text"]

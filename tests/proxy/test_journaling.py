@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
+from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-from support import ProxyProcess, done_count, read_effects, server_cmd
+from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd
 
 
 @pytest.fixture
@@ -19,44 +20,40 @@ def effects(tmp_path: Path) -> Path:
     return tmp_path / "effects.jsonl"
 
 
-@pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "j.db"
-
-
-def proxy(journal_path: Path, effects: Path, *extra: str) -> ProxyProcess:
+def proxy(journal: str, effects: Path, *extra: str) -> ProxyProcess:
     return ProxyProcess(
         "--upstream-cmd",
         server_cmd("effects_server.py"),
         "--journal",
-        str(journal_path),
+        journal,
         *extra,
         env={"EFFECTS_FILE": str(effects)},
     )
 
 
-def rows(journal_path: Path, workflow: str | None = None) -> list:
-    journal = SqliteJournal(str(journal_path))
-    try:
-        return list(journal.calls(workflow or str(journal_path)))
-    finally:
-        journal.close()
+def default_location(journal: str) -> str:
+    """How the proxy names the journal in operator commands (a URL without its password)."""
+    return default_workflow_id(journal)
+
+
+def rows(journal: str, workflow: str | None = None) -> list:
+    return journal_calls(journal, workflow or default_workflow_id(journal))
 
 
 def test_a_journaled_call_reaches_the_upstream_once_and_is_recorded_completed(
-    journal_path: Path, effects: Path
+    journal: str, effects: Path, workflow: str
 ) -> None:
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         p.initialize()
         reply = p.call("send_email", {"to": "ann@example.com", "subject": "hi"})
         assert p.close() == 0
     assert reply["result"]["content"][0]["text"] == "sent to ann@example.com"
     assert reply["result"]["_meta"]["checkpoint/journal"] == {
-        "workflow": str(journal_path),
+        "workflow": workflow,
         "seq": 1,
         "replayed": False,
     }
-    [row] = rows(journal_path)
+    [row] = rows(journal)
     assert (row.seq, row.tool, row.state) == (1, "send_email", CallState.COMPLETED)
     assert json.loads(row.arguments) == {"to": "ann@example.com", "subject": "hi"}
     assert json.loads(row.outcome)["content"][0]["text"] == "sent to ann@example.com"
@@ -65,21 +62,23 @@ def test_a_journaled_call_reaches_the_upstream_once_and_is_recorded_completed(
 
 
 def test_a_replayed_call_returns_the_stored_result_without_calling_the_upstream(
-    journal_path: Path, effects: Path
+    journal: str, effects: Path, workflow: str
 ) -> None:
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         first = p.call("send_email", {"to": "ann", "subject": "hi"}, seq=1)
         p.close()
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         again = p.call("send_email", {"subject": "hi", "to": "ann"}, seq=1)  # same call, other key order
         p.close()
     assert done_count(effects) == 1
     assert again["result"]["content"] == first["result"]["content"]
-    assert again["result"]["_meta"]["checkpoint/journal"] == {"workflow": str(journal_path), "seq": 1, "replayed": True}
+    assert again["result"]["_meta"]["checkpoint/journal"] == {"workflow": workflow, "seq": 1, "replayed": True}
 
 
-def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(
+    journal: str, effects: Path, workflow: str
+) -> None:
+    with proxy(journal, effects) as p:
         p.call("send_email", {"to": "ann", "subject": "hi"}, seq=1)
         refused = p.call("send_email", {"to": "eve", "subject": "hi"}, seq=1)
         p.close()
@@ -88,21 +87,20 @@ def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(jou
     assert error["code"] == DIVERGENCE
     data = error["data"]
     assert data["reason"] == "divergence"
-    assert data["workflow"] == str(journal_path)
+    assert data["workflow"] == workflow
     assert data["seq"] == 1
     assert data["tool"] == "send_email"
     assert data["journaled"]["arguments"] == {"to": "ann", "subject": "hi"}
     assert data["received"]["arguments"] == {"to": "eve", "subject": "hi"}
     assert data["difference"] == ['arguments.to: "ann" → "eve"']
     assert data["journaled"]["at"].endswith("Z")
-    assert (
-        data["resolve"]["release"] == f"checkpoint journal resolve --journal {journal_path} {journal_path} 1 --release"
-    )
-    assert data["resolve"]["show"] == f"checkpoint journal show --journal {journal_path} {journal_path} --seq 1"
+    target = f"--journal {shlex.quote(default_location(journal))} {shlex.quote(workflow)}"
+    assert data["resolve"]["release"] == f"checkpoint journal resolve {target} 1 --release"
+    assert data["resolve"]["show"] == f"checkpoint journal show {target} --seq 1"
 
 
-def test_another_tool_at_a_journaled_sequence_names_both_tools(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_another_tool_at_a_journaled_sequence_names_both_tools(journal: str, effects: Path, workflow: str) -> None:
+    with proxy(journal, effects) as p:
         p.call("send_email", {"to": "ann"}, seq=1)
         refused = p.call("fail", {"reason": "x"}, seq=1)
         p.close()
@@ -110,14 +108,16 @@ def test_another_tool_at_a_journaled_sequence_names_both_tools(journal_path: Pat
     assert refused["error"]["data"]["difference"][0] == 'tool: "send_email" → "fail"'
 
 
-def test_a_pending_row_is_refused_as_in_doubt_and_the_upstream_is_not_called(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_a_pending_row_is_refused_as_in_doubt_and_the_upstream_is_not_called(
+    journal: str, effects: Path, workflow: str
+) -> None:
+    with proxy(journal, effects) as p:
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
         p.initialize()  # a round trip proves the hang call was forwarded
         p.kill()
-    [row] = rows(journal_path)
+    [row] = rows(journal)
     assert row.state is CallState.PENDING
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         refused = p.call("hang", {}, seq=1)
         other = p.call("send_email", {"to": "x"}, seq=1)
         p.close()
@@ -134,40 +134,40 @@ def test_a_pending_row_is_refused_as_in_doubt_and_the_upstream_is_not_called(jou
 
 
 def test_an_upstream_json_rpc_error_is_journaled_failed_and_replayed_as_the_same_error(
-    journal_path: Path, effects: Path
+    journal: str, effects: Path, workflow: str
 ) -> None:
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         first = p.call("fail", {"reason": "quota"}, seq=1)
         p.close()
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         again = p.call("fail", {"reason": "quota"}, seq=1)
         p.close()
     assert first["error"] == {"code": -32000, "message": "failed: quota"}
     assert again["error"] == first["error"]
     assert done_count(effects, "fail") == 1
-    [row] = rows(journal_path)
+    [row] = rows(journal)
     assert row.state is CallState.FAILED
 
 
-def test_a_result_with_is_error_true_is_completed_and_replays_as_is(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_a_result_with_is_error_true_is_completed_and_replays_as_is(journal: str, effects: Path, workflow: str) -> None:
+    with proxy(journal, effects) as p:
         first = p.call("tool_error", {"reason": "bad input"}, seq=1)
         p.close()
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         again = p.call("tool_error", {"reason": "bad input"}, seq=1)
         p.close()
     assert first["result"]["isError"] is True
     assert again["result"]["isError"] is True
     assert again["result"]["content"] == first["result"]["content"]
     assert done_count(effects, "tool_error") == 1
-    assert rows(journal_path)[0].state is CallState.COMPLETED
+    assert rows(journal)[0].state is CallState.COMPLETED
 
 
 @pytest.mark.parametrize("bad", [0, -3, 1.5, "2", True, None, [1]])
 def test_a_checkpoint_seq_that_is_not_a_positive_integer_is_invalid_params_and_not_journaled(
-    journal_path: Path, effects: Path, bad: object
+    journal: str, effects: Path, workflow: str, bad: object
 ) -> None:
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         p.send(
             {
                 "jsonrpc": "2.0",
@@ -180,7 +180,7 @@ def test_a_checkpoint_seq_that_is_not_a_positive_integer_is_invalid_params_and_n
         p.close()
     assert reply["error"]["code"] == INVALID_PARAMS
     assert "checkpoint_seq" in reply["error"]["message"]
-    assert rows(journal_path) == []
+    assert rows(journal) == []
     assert done_count(effects) == 0
 
 
@@ -196,38 +196,40 @@ def test_a_checkpoint_seq_that_is_not_a_positive_integer_is_invalid_params_and_n
     ],
 )
 def test_a_malformed_tools_call_is_invalid_params_and_neither_journaled_nor_forwarded(
-    journal_path: Path, effects: Path, params: object
+    journal: str, effects: Path, workflow: str, params: object
 ) -> None:
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         p.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
         reply = p.response(9)
         p.close()
     assert reply["error"]["code"] == INVALID_PARAMS
-    assert rows(journal_path) == []
+    assert rows(journal) == []
     assert read_effects(effects) == []
 
 
-def test_a_fresh_proxy_continues_after_the_highest_journaled_sequence(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_a_fresh_proxy_continues_after_the_highest_journaled_sequence(
+    journal: str, effects: Path, workflow: str
+) -> None:
+    with proxy(journal, effects) as p:
         p.call("send_email", {"to": "a"}, seq=5)
         p.close()
-    with proxy(journal_path, effects) as p:
+    with proxy(journal, effects) as p:
         reply = p.call("send_email", {"to": "a"})  # no hint: MAX+1, a new call, not a replay
         p.close()
     assert reply["result"]["_meta"]["checkpoint/journal"]["seq"] == 6
     assert done_count(effects) == 2
 
 
-def test_an_explicit_sequence_moves_the_cursor_past_it(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_an_explicit_sequence_moves_the_cursor_past_it(journal: str, effects: Path, workflow: str) -> None:
+    with proxy(journal, effects) as p:
         p.call("send_email", {"to": "a"}, seq=3)
         nxt = p.call("send_email", {"to": "b"})
         p.close()
     assert nxt["result"]["_meta"]["checkpoint/journal"]["seq"] == 4
 
 
-def test_concurrent_calls_get_distinct_sequences_and_all_complete(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_concurrent_calls_get_distinct_sequences_and_all_complete(journal: str, effects: Path, workflow: str) -> None:
+    with proxy(journal, effects) as p:
         for i in range(20):
             p.send(
                 {
@@ -241,12 +243,14 @@ def test_concurrent_calls_get_distinct_sequences_and_all_complete(journal_path: 
         p.close()
     seqs = sorted(r["result"]["_meta"]["checkpoint/journal"]["seq"] for r in replies)
     assert seqs == list(range(1, 21))
-    assert all(row.state is CallState.COMPLETED for row in rows(journal_path))
+    assert all(row.state is CallState.COMPLETED for row in rows(journal))
     assert done_count(effects, "slow") == 20
 
 
-def test_the_same_sequence_while_its_call_is_still_in_flight_is_refused(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects) as p:
+def test_the_same_sequence_while_its_call_is_still_in_flight_is_refused(
+    journal: str, effects: Path, workflow: str
+) -> None:
+    with proxy(journal, effects) as p:
         p.send(
             {
                 "jsonrpc": "2.0",
@@ -264,17 +268,17 @@ def test_the_same_sequence_while_its_call_is_still_in_flight_is_refused(journal_
     assert done_count(effects, "slow") == 1
 
 
-def test_workflows_in_one_journal_file_are_independent(journal_path: Path, effects: Path) -> None:
-    with proxy(journal_path, effects, "--workflow-id", "alpha") as p:
+def test_workflows_in_one_journal_file_are_independent(journal: str, effects: Path, workflow: str) -> None:
+    with proxy(journal, effects, "--workflow-id", "alpha") as p:
         p.call("send_email", {"to": "a"}, seq=1)
         p.close()
-    with proxy(journal_path, effects, "--workflow-id", "beta") as p:
+    with proxy(journal, effects, "--workflow-id", "beta") as p:
         other = p.call("send_email", {"to": "b"}, seq=1)  # no divergence: another workflow
         p.close()
     assert "result" in other
     assert other["result"]["_meta"]["checkpoint/journal"]["workflow"] == "beta"
-    assert [r.seq for r in rows(journal_path, "alpha")] == [1]
-    assert [r.seq for r in rows(journal_path, "beta")] == [1]
+    assert [r.seq for r in rows(journal, "alpha")] == [1]
+    assert [r.seq for r in rows(journal, "beta")] == [1]
 
 
 def test_without_a_journal_nothing_is_journaled_and_results_are_untouched(tmp_path: Path, effects: Path) -> None:

@@ -11,28 +11,19 @@ from pathlib import Path
 
 from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-from support import ProxyProcess, pids_in_group, read_effects, server_cmd, wait_until
+from support import ProxyProcess, journal_states, pids_in_group, read_effects, server_cmd, wait_until
 
 
-def journaled_proxy(tmp_path: Path, upstream: str | None = None, *extra: str) -> ProxyProcess:
+def journaled_proxy(journal: str, tmp_path: Path, upstream: str | None = None, *extra: str) -> ProxyProcess:
     return ProxyProcess(
         "--upstream-cmd",
         upstream or server_cmd("effects_server.py"),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal,
         *extra,
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
     )
-
-
-def states(tmp_path: Path) -> dict[int, CallState]:
-    journal = SqliteJournal(str(tmp_path / "j.db"))
-    try:
-        return {row.seq: row.state for row in journal.calls(str(tmp_path / "j.db"))}
-    finally:
-        journal.close()
 
 
 def upstream_with_pidfile(tmp_path: Path, command: str) -> tuple[str, Path]:
@@ -41,8 +32,10 @@ def upstream_with_pidfile(tmp_path: Path, command: str) -> tuple[str, Path]:
     return f"echo $$ > {shlex.quote(str(pidfile))}; {command}", pidfile
 
 
-def test_on_client_eof_the_replies_in_flight_are_drained_and_journaled(tmp_path: Path) -> None:
-    with journaled_proxy(tmp_path) as p:
+def test_on_client_eof_the_replies_in_flight_are_drained_and_journaled(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with journaled_proxy(journal, tmp_path) as p:
         p.send(
             {
                 "jsonrpc": "2.0",
@@ -55,11 +48,13 @@ def test_on_client_eof_the_replies_in_flight_are_drained_and_journaled(tmp_path:
         reply = p.response(1)
         assert p.wait() == 0
     assert reply["result"]["content"][0]["text"] == "slow  done"
-    assert states(tmp_path) == {1: CallState.COMPLETED}
+    assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
 
 
-def test_when_the_upstream_dies_every_call_in_flight_gets_an_error_and_stays_in_doubt(tmp_path: Path) -> None:
-    with journaled_proxy(tmp_path) as p:
+def test_when_the_upstream_dies_every_call_in_flight_gets_an_error_and_stays_in_doubt(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with journaled_proxy(journal, tmp_path) as p:
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
         p.send({"jsonrpc": "2.0", "id": 2, "method": "ping"})
         wait_until(lambda: len(read_effects(tmp_path / "effects.jsonl")) == 1, what="hang started")
@@ -74,8 +69,8 @@ def test_when_the_upstream_dies_every_call_in_flight_gets_an_error_and_stays_in_
         assert error["data"]["seq"] == seq
         assert "exit code 7" in error["message"]
     assert "the upstream server exited (exit code 7)" in stderr
-    assert states(tmp_path) == {1: CallState.PENDING, 2: CallState.PENDING}
-    with journaled_proxy(tmp_path) as p:
+    assert journal_states(journal, workflow) == {1: CallState.PENDING, 2: CallState.PENDING}
+    with journaled_proxy(journal, tmp_path) as p:
         again = p.call("die", {"code": 7}, seq=2)
         p.close()
     assert again["error"]["code"] == IN_DOUBT
@@ -120,8 +115,8 @@ def test_an_upstream_that_ignores_eof_and_sigterm_is_killed(tmp_path: Path) -> N
     assert elapsed < 15
 
 
-def test_a_sigkilled_proxy_takes_its_upstream_with_it(tmp_path: Path) -> None:
-    with journaled_proxy(tmp_path) as p:
+def test_a_sigkilled_proxy_takes_its_upstream_with_it(journal: str, workflow: str, tmp_path: Path) -> None:
+    with journaled_proxy(journal, tmp_path) as p:
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
         wait_until(lambda: len(read_effects(tmp_path / "effects.jsonl")) == 1, what="hang started")
         upstream_pid = read_effects(tmp_path / "effects.jsonl")[0]["pid"]

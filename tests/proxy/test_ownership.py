@@ -7,9 +7,8 @@ import shlex
 from pathlib import Path
 
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-from support import ProxyProcess, done_count, server_cmd
+from support import ProxyProcess, done_count, journal_calls, server_cmd
 
 
 def counting_upstream(tmp_path: Path) -> str:
@@ -18,13 +17,13 @@ def counting_upstream(tmp_path: Path) -> str:
     return f"echo started >> {starts}; exec {server_cmd('effects_server.py')}"
 
 
-def start(tmp_path: Path, workflow: str | None = None) -> ProxyProcess:
+def start(journal: str, tmp_path: Path, workflow: str | None = None) -> ProxyProcess:
     extra = ["--workflow-id", workflow] if workflow else []
     return ProxyProcess(
         "--upstream-cmd",
         counting_upstream(tmp_path),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal,
         *extra,
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
     )
@@ -35,8 +34,8 @@ def spawned(tmp_path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_of_two_proxies_racing_for_one_workflow_exactly_one_runs(tmp_path: Path) -> None:
-    with start(tmp_path) as a, start(tmp_path) as b:
+def test_of_two_proxies_racing_for_one_workflow_exactly_one_runs(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as a, start(journal, tmp_path) as b:
         # Both started at once; the loser exits before spawning its upstream.
         outcomes = {}
         for p in (a, b):
@@ -61,11 +60,11 @@ def test_of_two_proxies_racing_for_one_workflow_exactly_one_runs(tmp_path: Path)
     assert spawned(tmp_path) == 1
 
 
-def test_when_the_owner_is_sigkilled_the_next_proxy_takes_over_without_cleanup(tmp_path: Path) -> None:
-    with start(tmp_path) as owner:
+def test_when_the_owner_is_sigkilled_the_next_proxy_takes_over_without_cleanup(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as owner:
         owner.call("send_email", {"to": "a"}, seq=1)
         owner.kill()
-    with start(tmp_path) as successor:
+    with start(journal, tmp_path) as successor:
         replay = successor.call("send_email", {"to": "a"}, seq=1)
         fresh = successor.call("send_email", {"to": "b"})
         assert successor.close() == 0
@@ -74,9 +73,9 @@ def test_when_the_owner_is_sigkilled_the_next_proxy_takes_over_without_cleanup(t
     assert done_count(tmp_path / "effects.jsonl") == 2
 
 
-def test_different_workflows_in_one_journal_file_run_concurrently(tmp_path: Path) -> None:
+def test_different_workflows_in_one_journal_file_run_concurrently(journal: str, tmp_path: Path) -> None:
     names = [f"agent-{i}" for i in range(4)]
-    proxies = [start(tmp_path, name) for name in names]
+    proxies = [start(journal, tmp_path, name) for name in names]
     try:
         for round_ in range(10):
             for i, p in enumerate(proxies):
@@ -95,12 +94,8 @@ def test_different_workflows_in_one_journal_file_run_concurrently(tmp_path: Path
     finally:
         for p in proxies:
             p.__exit__(None, None, None)
-    journal = SqliteJournal(str(tmp_path / "j.db"))
-    try:
-        for name in names:
-            rows = journal.calls(name)
-            assert [r.seq for r in rows] == list(range(1, 11))
-            assert all(r.state is CallState.COMPLETED for r in rows)
-            assert sorted(r.arguments for r in rows) == sorted(f'{{"to":"{name}-{i}"}}' for i in range(10))
-    finally:
-        journal.close()
+    for name in names:
+        rows = journal_calls(journal, name)
+        assert [r.seq for r in rows] == list(range(1, 11))
+        assert all(r.state is CallState.COMPLETED for r in rows)
+        assert sorted(r.arguments for r in rows) == sorted(f'{{"to":"{name}-{i}"}}' for i in range(10))

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
-from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
+from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.base import CallState, Journal
 
 from support import ProxyProcess, done_count, read_effects, server_cmd
 
 
-def start(tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProcess:
+def start(journal: str, tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProcess:
     env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
     if trigger:
         env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
@@ -20,7 +20,7 @@ def start(tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProce
         "--upstream-cmd",
         server_cmd("effects_server.py"),
         "--journal",
-        str(tmp_path / "j.db"),
+        journal,
         "--workflow-id",
         "wf",
         *extra,
@@ -28,8 +28,8 @@ def start(tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProce
     )
 
 
-def journal(tmp_path: Path) -> SqliteJournal:
-    return SqliteJournal(str(tmp_path / "j.db"))
+def open_j(location: str) -> Journal:
+    return open_journal(location)
 
 
 def keyed(p: ProxyProcess, name: str, arguments: dict[str, Any], key: str, seq: int | None = None) -> dict[str, Any]:
@@ -46,12 +46,14 @@ def sent_to(tmp_path: Path) -> list[str]:
 # ---- fork ---------------------------------------------------------------------------------------------------
 
 
-def test_a_divergent_call_in_fork_mode_runs_on_a_new_branch_and_the_original_is_untouched(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_divergent_call_in_fork_mode_runs_on_a_new_branch_and_the_original_is_untouched(
+    journal: str, tmp_path: Path
+) -> None:
+    with start(journal, tmp_path) as p:
         for i in range(1, 4):
             p.call("send_email", {"to": f"v1-{i}"}, seq=i)
         p.close()
-    with start(tmp_path, "--on-divergence", "fork") as p:
+    with start(journal, tmp_path, "--on-divergence", "fork") as p:
         same = p.call("send_email", {"to": "v1-1"}, seq=1)
         forked = p.call("send_email", {"to": "v2-2"}, seq=2)
         after = p.call("send_email", {"to": "v2-next"})
@@ -61,7 +63,7 @@ def test_a_divergent_call_in_fork_mode_runs_on_a_new_branch_and_the_original_is_
     # Later calls go to the branch: it inherits #1 only, so the cursor continues after the fork point.
     assert after["result"]["_meta"]["checkpoint/journal"] == {"workflow": "wf~1", "seq": 3, "replayed": False}
     assert sent_to(tmp_path) == ["v1-1", "v1-2", "v1-3", "v2-2", "v2-next"]
-    j = journal(tmp_path)
+    j = open_j(journal)
     try:
         assert [(r.seq, r.arguments) for r in j.calls("wf")] == [
             (1, '{"to":"v1-1"}'),
@@ -75,15 +77,15 @@ def test_a_divergent_call_in_fork_mode_runs_on_a_new_branch_and_the_original_is_
         j.close()
 
 
-def test_a_restarted_proxy_continues_on_the_newest_branch(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_restarted_proxy_continues_on_the_newest_branch(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "a"}, seq=1)
         p.call("send_email", {"to": "b"}, seq=2)
         p.close()
-    with start(tmp_path, "--on-divergence", "fork") as p:
+    with start(journal, tmp_path, "--on-divergence", "fork") as p:
         p.call("send_email", {"to": "B"}, seq=2)  # forks wf~1 at #2
         p.close()
-    with start(tmp_path) as p:  # strict mode now, same --workflow-id
+    with start(journal, tmp_path) as p:  # strict mode now, same --workflow-id
         inherited = p.call("send_email", {"to": "a"}, seq=1)
         branch_replay = p.call("send_email", {"to": "B"}, seq=2)
         original = p.call("send_email", {"to": "b"}, seq=2)
@@ -94,26 +96,26 @@ def test_a_restarted_proxy_continues_on_the_newest_branch(tmp_path: Path) -> Non
     assert sent_to(tmp_path) == ["a", "b", "B"]
 
 
-def test_ls_and_show_display_the_lineage(tmp_path: Path) -> None:
+def test_ls_and_show_display_the_lineage(journal: str, tmp_path: Path) -> None:
     import subprocess
 
     from support import checkpoint_argv
 
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "a"}, seq=1)
         p.close()
-    with start(tmp_path, "--on-divergence", "fork") as p:
+    with start(journal, tmp_path, "--on-divergence", "fork") as p:
         p.call("send_email", {"to": "z"}, seq=1)
         p.close()
     ls = subprocess.run(
-        checkpoint_argv("journal", "ls", "--journal", str(tmp_path / "j.db")),
+        checkpoint_argv("journal", "ls", "--journal", journal),
         capture_output=True,
         text=True,
         check=True,
     )
     assert "fork of wf at #1" in ls.stdout
     show = subprocess.run(
-        checkpoint_argv("journal", "show", "--journal", str(tmp_path / "j.db"), "wf~1"),
+        checkpoint_argv("journal", "show", "--journal", journal, "wf~1"),
         capture_output=True,
         text=True,
         check=True,
@@ -124,12 +126,12 @@ def test_ls_and_show_display_the_lineage(tmp_path: Path) -> None:
 # ---- idempotency keys ---------------------------------------------------------------------------------------
 
 
-def test_a_key_names_a_call_across_restarts_whatever_its_sequence(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_a_key_names_a_call_across_restarts_whatever_its_sequence(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         first = keyed(p, "send_email", {"to": "ann"}, "invoice-42")
         p.call("send_email", {"to": "other"})
         p.close()
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "noise"})  # the cursor moves on; the key does not care
         replay = keyed(p, "send_email", {"to": "ann"}, "invoice-42")
         diverged = keyed(p, "send_email", {"to": "eve"}, "invoice-42")
@@ -143,8 +145,8 @@ def test_a_key_names_a_call_across_restarts_whatever_its_sequence(tmp_path: Path
     assert sent_to(tmp_path) == ["ann", "other", "noise"]
 
 
-def test_a_pending_keyed_call_is_in_doubt(tmp_path: Path) -> None:
-    with start(tmp_path, trigger="after_pending_commit") as p:
+def test_a_pending_keyed_call_is_in_doubt(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path, trigger="after_pending_commit") as p:
         p.send(
             {
                 "jsonrpc": "2.0",
@@ -154,15 +156,15 @@ def test_a_pending_keyed_call_is_in_doubt(tmp_path: Path) -> None:
             }
         )
         assert p.wait() == -9
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         again = keyed(p, "send_email", {"to": "x"}, "k")
         p.close()
     assert again["error"]["code"] == IN_DOUBT
     assert done_count(tmp_path / "effects.jsonl") == 0
 
 
-def test_keys_must_be_short_non_empty_strings(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_keys_must_be_short_non_empty_strings(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         replies = [keyed(p, "send_email", {"to": "x"}, bad) for bad in ["", "k" * 257]]  # type: ignore[arg-type]
         number = p.request("tools/call", {"name": "send_email", "arguments": {}, "_meta": {"checkpoint_key": 7}})
         ok = keyed(p, "send_email", {"to": "x"}, "k" * 256)
@@ -176,10 +178,10 @@ def test_keys_must_be_short_non_empty_strings(tmp_path: Path) -> None:
 # ---- replay from start ------------------------------------------------------------------------------------
 
 
-def test_replay_from_start_resumes_a_20_step_script_killed_at_step_12(tmp_path: Path) -> None:
+def test_replay_from_start_resumes_a_20_step_script_killed_at_step_12(journal: str, tmp_path: Path) -> None:
     script = [("send_email", {"to": f"step-{i}"}) for i in range(1, 21)]
     # Run 1: the proxy dies right after step 12's PENDING row is durable, before the upstream sees it.
-    with start(tmp_path, "--replay-from-start", trigger="after_pending_commit@12") as p:
+    with start(journal, tmp_path, "--replay-from-start", trigger="after_pending_commit@12") as p:
         for i, (name, args) in enumerate(script, 1):
             if i < 12:
                 assert "result" in p.call(name, args)
@@ -197,7 +199,7 @@ def test_replay_from_start_resumes_a_20_step_script_killed_at_step_12(tmp_path: 
     assert sent_to(tmp_path) == [f"step-{i}" for i in range(1, 12)]
 
     # Run 2: the orchestrator re-runs its script from the top, with no hints at all.
-    with start(tmp_path, "--replay-from-start") as p:
+    with start(journal, tmp_path, "--replay-from-start") as p:
         replies = [p.call(name, args) for name, args in script[:12]]
         p.close()
     for i, reply in enumerate(replies[:11], 1):
@@ -211,27 +213,27 @@ def test_replay_from_start_resumes_a_20_step_script_killed_at_step_12(tmp_path: 
     from support import checkpoint_argv
 
     subprocess.run(
-        checkpoint_argv("journal", "resolve", "--journal", str(tmp_path / "j.db"), "wf", "12", "--release"),
+        checkpoint_argv("journal", "resolve", "--journal", journal, "wf", "12", "--release"),
         check=True,
         capture_output=True,
     )
-    with start(tmp_path, "--replay-from-start") as p:
+    with start(journal, tmp_path, "--replay-from-start") as p:
         final = [p.call(name, args) for name, args in script]
         p.close()
     assert [r["result"]["_meta"]["checkpoint/journal"]["replayed"] for r in final] == [True] * 11 + [False] * 9
     assert sent_to(tmp_path) == [f"step-{i}" for i in range(1, 21)]  # every step ran exactly once
-    j = journal(tmp_path)
+    j = open_j(journal)
     try:
         assert all(r.state is CallState.COMPLETED for r in j.calls("wf"))
     finally:
         j.close()
 
 
-def test_without_replay_from_start_a_fresh_proxy_treats_the_script_as_new(tmp_path: Path) -> None:
-    with start(tmp_path) as p:
+def test_without_replay_from_start_a_fresh_proxy_treats_the_script_as_new(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "s1"})
         p.close()
-    with start(tmp_path) as p:
+    with start(journal, tmp_path) as p:
         again = p.call("send_email", {"to": "s1"})
         p.close()
     assert again["result"]["_meta"]["checkpoint/journal"] == {"workflow": "wf", "seq": 2, "replayed": False}

@@ -15,18 +15,18 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from checkpoint_mcp.errors import IN_DOUBT
+from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-from support import done_count, server_cmd
+from support import done_count, journal_calls, server_cmd
 
 MODES = ["legacy", "2026-07-28"]
 
 
-def proxy_params(tmp_path: Path, server: str = "elicit_server.py") -> StdioServerParameters:
+def proxy_params(journal: str, tmp_path: Path, server: str = "elicit_server.py") -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "checkpoint_mcp", "--upstream-cmd", server_cmd(server), "--journal", str(tmp_path / "j.db")],
+        args=["-m", "checkpoint_mcp", "--upstream-cmd", server_cmd(server), "--journal", journal],
         env={**os.environ, "EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
     )
 
@@ -35,23 +35,19 @@ async def accept(context: Any, params: Any) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"ok": True})
 
 
-def journal_rows(tmp_path: Path) -> list:
-    journal = SqliteJournal(str(tmp_path / "j.db"))
-    try:
-        return list(journal.calls(str(tmp_path / "j.db")))
-    finally:
-        journal.close()
+def journal_rows(journal: str) -> list:
+    return journal_calls(journal, default_workflow_id(journal))
 
 
-def connect(tmp_path: Path, mode: str) -> Client:
+def connect(journal: str, tmp_path: Path, mode: str) -> Client:
     client_mode = "auto" if mode == "2026-07-28" else mode
-    return Client(proxy_params(tmp_path), mode=client_mode, elicitation_callback=accept)
+    return Client(proxy_params(journal, tmp_path), mode=client_mode, elicitation_callback=accept)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_call_that_asks_the_user_is_one_journal_entry_in_both_eras(tmp_path: Path, mode: str) -> None:
+def test_a_call_that_asks_the_user_is_one_journal_entry_in_both_eras(journal: str, tmp_path: Path, mode: str) -> None:
     async def main() -> Any:
-        async with connect(tmp_path, mode) as client:
+        async with connect(journal, tmp_path, mode) as client:
             with anyio.fail_after(20):
                 result = await client.call_tool("send_gift", {"to": "ann"})
             assert client.session.protocol_version == ("2026-07-28" if mode != "legacy" else "2025-11-25")
@@ -60,14 +56,14 @@ def test_a_call_that_asks_the_user_is_one_journal_entry_in_both_eras(tmp_path: P
     result = anyio.run(main)
     assert result.content[0].text == "gift sent to ann"
     assert result.meta is not None
-    assert result.meta["checkpoint/journal"] == {"workflow": str(tmp_path / "j.db"), "seq": 1, "replayed": False}
-    [row] = journal_rows(tmp_path)
+    assert result.meta["checkpoint/journal"] == {"workflow": default_workflow_id(journal), "seq": 1, "replayed": False}
+    [row] = journal_rows(journal)
     assert (row.seq, row.tool, row.state) == (1, "send_gift", CallState.COMPLETED)
     assert done_count(tmp_path / "effects.jsonl") == 1
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_completed_multi_round_call_replays_without_asking_again(tmp_path: Path, mode: str) -> None:
+def test_a_completed_multi_round_call_replays_without_asking_again(journal: str, tmp_path: Path, mode: str) -> None:
     asked: list[str] = []
 
     async def counting(context: Any, params: Any) -> types.ElicitResult:
@@ -76,7 +72,7 @@ def test_a_completed_multi_round_call_replays_without_asking_again(tmp_path: Pat
 
     async def run(meta: Any) -> types.CallToolResult:
         client_mode = "auto" if mode == "2026-07-28" else mode
-        async with Client(proxy_params(tmp_path), mode=client_mode, elicitation_callback=counting) as client:
+        async with Client(proxy_params(journal, tmp_path), mode=client_mode, elicitation_callback=counting) as client:
             with anyio.fail_after(20):
                 return await client.call_tool("send_gift", {"to": "bob"}, meta=meta)
 
@@ -89,9 +85,9 @@ def test_a_completed_multi_round_call_replays_without_asking_again(tmp_path: Pat
     assert done_count(tmp_path / "effects.jsonl") == 1
 
 
-def test_the_first_round_of_a_multi_round_call_is_not_a_completion(tmp_path: Path) -> None:
+def test_the_first_round_of_a_multi_round_call_is_not_a_completion(journal: str, tmp_path: Path) -> None:
     async def first_round_only() -> Any:
-        async with Client(proxy_params(tmp_path), mode="2026-07-28", elicitation_callback=accept) as client:
+        async with Client(proxy_params(journal, tmp_path), mode="2026-07-28", elicitation_callback=accept) as client:
             await client.list_tools()
             with anyio.fail_after(20):
                 return await client.session.call_tool(
@@ -103,11 +99,11 @@ def test_the_first_round_of_a_multi_round_call_is_not_a_completion(tmp_path: Pat
     assert first.meta is not None
     assert first.meta["checkpoint/journal"]["seq"] == 1
     # The agent went away between the rounds: the call is still PENDING, so a replay is in doubt.
-    [row] = journal_rows(tmp_path)
+    [row] = journal_rows(journal)
     assert row.state is CallState.PENDING
 
     async def retry() -> None:
-        async with Client(proxy_params(tmp_path), mode="2026-07-28", elicitation_callback=accept) as client:
+        async with Client(proxy_params(journal, tmp_path), mode="2026-07-28", elicitation_callback=accept) as client:
             with pytest.raises(MCPError) as refused, anyio.fail_after(20):
                 await client.call_tool("send_gift", {"to": "cy"}, meta={"checkpoint_seq": 1})
             assert refused.value.code == IN_DOUBT

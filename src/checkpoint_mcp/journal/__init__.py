@@ -6,20 +6,29 @@ from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, decide
 
 
 def open_journal(location: str) -> Journal:
-    """Open the journal at ``location`` (a file path: SQLite).
+    """Open the journal at ``location``: a ``postgresql://`` (or ``postgres://``) URL, else an SQLite file path.
 
     Raises:
         JournalUnavailable: it cannot be opened.
         JournalCorrupt: it is not a Checkpoint journal.
         JournalVersionError: it was written by a newer Checkpoint.
+        UsageError: a PostgreSQL URL without the ``postgres`` extra installed.
     """
+    if location.startswith(("postgresql://", "postgres://")):
+        from checkpoint_mcp.journal.postgres import PostgresJournal
+
+        return PostgresJournal(location)
     from checkpoint_mcp.journal.sqlite import SqliteJournal
 
     return SqliteJournal(location)
 
 
 def default_workflow_id(location: str) -> str:
-    """The workflow a proxy uses when none is given: the journal's absolute path."""
+    """The workflow a proxy uses when none is given: the journal's absolute path (its URL, without password)."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from checkpoint_mcp.journal.postgres import masked
+
+        return masked(location)
     import os
 
     return os.path.abspath(os.path.expanduser(location))

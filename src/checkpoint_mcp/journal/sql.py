@@ -57,14 +57,22 @@ def _record(row: Sequence[Any]) -> CallRecord:
 
 
 class _SqlBatch(JournalBatch):
+    """The statements of one open transaction; every driver error is translated at ``_run``."""
+
     def __init__(self, journal: SqlJournal) -> None:
         self._j = journal
 
+    def _run(self, sql: str, params: Sequence[Any]) -> Cursor:
+        with self._j.errors("write"):
+            return self._j.execute(sql, params)
+
+    def _one(self, sql: str, params: Sequence[Any]) -> Any:
+        with self._j.errors("read"):
+            return self._j.execute(sql, params).fetchone()
+
     def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
         branch = lineage.branch_at(seq)
-        row = self._j.execute(
-            f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (branch.workflow, seq)
-        ).fetchone()
+        row = self._one(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (branch.workflow, seq))
         return _record(row) if row else None
 
     def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
@@ -74,7 +82,7 @@ class _SqlBatch(JournalBatch):
             if limit is not None:
                 sql += " AND seq < ?"
                 params += (limit,)
-            row = self._j.execute(sql, params).fetchone()
+            row = self._one(sql, params)
             if row:
                 return _record(row)
         return None
@@ -82,14 +90,14 @@ class _SqlBatch(JournalBatch):
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
-        self._j.execute(
+        self._run(
             "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key)"
             " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)",
             (workflow, seq, tool, arguments, signature, utc_now(), key),
         )
 
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
-        cursor = self._j.execute(
+        cursor = self._run(
             "UPDATE calls SET state = ?, outcome = ?, finished_at = ?"
             " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'",
             (state.value, outcome, utc_now(), workflow, seq),
@@ -98,11 +106,9 @@ class _SqlBatch(JournalBatch):
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
-        count = self._j.execute(
-            "SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,)
-        ).fetchone()[0]
+        count = self._one("SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,))[0]
         name = f"{root}~{int(count) + 1}"
-        self._j.execute(
+        self._run(
             "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)",
             (name, root, lineage.head, seq, utc_now()),
         )
@@ -123,6 +129,10 @@ class SqlJournal(Journal):
     @abstractmethod
     def reading(self) -> AbstractContextManager[None]:
         """Translate driver errors raised by reads outside a transaction."""
+
+    @abstractmethod
+    def errors(self, action: str) -> AbstractContextManager[None]:
+        """The driver's exceptions become ``JournalError`` (nothing else: no reconnection, no transaction)."""
 
     @contextmanager
     def batch(self) -> Iterator[JournalBatch]:

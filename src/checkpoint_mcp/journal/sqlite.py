@@ -20,7 +20,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
@@ -202,6 +202,10 @@ class SqliteJournal(SqlJournal):
         """Translate sqlite3 errors raised by reads."""
         with _translated(self.path, "read"):
             yield
+
+    def errors(self, action: str) -> AbstractContextManager[None]:
+        """Translate sqlite3 errors."""
+        return _translated(self.path, action)
 
     # ---- ownership ----------------------------------------------------------------------------------------
 

@@ -17,12 +17,14 @@ from typing import Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     CallRefused,
     DuplicateRequestId,
     InvalidCallParams,
     JournalError,
+    JournalLost,
     JournalWriteFailed,
     UpstreamExited,
 )
@@ -131,6 +133,12 @@ class Interceptor:
         self._in_flight: dict[tuple[str, Any], _InFlight] = {}
         self._read_only: dict[str, bool] = {}
         self._identity = {"name": config.server_name, "version": config.server_version}
+        self.fatal: str | None = None
+        """Set when the journal is gone for good (``JournalLost``): the relay must shut the proxy down."""
+
+    def _note(self, exc: JournalError) -> None:
+        if isinstance(exc, JournalLost) and self.fatal is None:
+            self.fatal = str(exc)
 
     @property
     def calls(self) -> CallJournal | None:
@@ -164,6 +172,7 @@ class Interceptor:
             try:
                 entry = self._tool_call(message, pending, out)
             except JournalError as exc:
+                self._note(exc)
                 pending.abort(exc)
                 self._refuse(out, reserved, str(exc), also=message)
                 reserved = []
@@ -175,6 +184,7 @@ class Interceptor:
         try:
             pending.commit()
         except JournalError as exc:
+            self._note(exc)
             self._refuse(out, reserved, str(exc))
             return out
         if self._calls is not None:
@@ -325,6 +335,7 @@ class Interceptor:
                     if not batch.finish(claimed.workflow, claimed.seq, state, outcome):
                         logger.warning("call #%d was no longer PENDING when its answer came", claimed.seq)
         except JournalError as exc:
+            self._note(exc)
             # The upstream has run the calls; hiding their answers would invite a retry, a second run.
             # Forward them; the rows stay PENDING, so a replay will say "in doubt", never re-run them.
             seqs = ", ".join(f"#{claimed.seq}" for claimed, _, _ in finished)
@@ -408,3 +419,17 @@ def _valid_tools_call(message: Message) -> dict[str, Any]:
 
 def _batch_has_tool_call(items: list[Any]) -> bool:
     return any(isinstance(item, dict) and item.get("method") == "tools/call" for item in items)
+
+
+def internal_error_replies(lines: list[bytes]) -> list[bytes]:
+    """A -32603 error for every request among ``lines`` (used when routing them failed unexpectedly)."""
+    out: list[bytes] = []
+    for line in lines:
+        try:
+            message = classify(line)
+        except WireParseError:
+            continue
+        if message.kind is Kind.REQUEST:
+            error = {"code": INTERNAL_ERROR, "message": "internal error in checkpoint; the request was not forwarded"}
+            out.append(error_line(message.id, error))
+    return out

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.proxy.interceptor import Interceptor
+from checkpoint_mcp.proxy.interceptor import Interceptor, internal_error_replies
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class Relay:
         self._upstream_gone = asyncio.Event()
         self._settled = asyncio.Event()
         self._signal: int | None = None
+        self._fatal: str | None = None
         self._client_reader: asyncio.ReadTransport | None = None
         self._client_writer: _Sink | None = None
         self._client_writer_alive = True
@@ -185,13 +186,29 @@ class Relay:
             self._route_client_lines(lines)
 
     def _route_client_lines(self, lines: list[bytes]) -> None:
-        routed = self._interceptor.from_client(lines)
+        try:
+            routed = self._interceptor.from_client(lines)
+        except Exception:
+            # A bug of ours must not swallow requests: answer them, and forward none of them.
+            logger.exception("internal error while routing %d line(s) from the client", len(lines))
+            self._write_client(internal_error_replies(lines))
+            return
         if routed.to_upstream and self._upstream_stdin is not None and not self._upstream_stdin.is_closing():
             self._upstream_stdin.write(b"".join(routed.to_upstream))
             if routed.journaled:
                 debug.trigger("after_forward")
         if routed.to_client:
             self._write_client(routed.to_client)
+        self._check_fatal()
+
+    def _check_fatal(self) -> None:
+        """The journal is gone for good: stop taking calls and shut down (the exit code says so)."""
+        if self._interceptor.fatal is not None and self._fatal is None:
+            self._fatal = self._interceptor.fatal
+            logger.error("stopping: %s", self._fatal)
+            if self._client_reader is not None:
+                self._client_reader.pause_reading()
+            self.client_eof()
 
     def client_eof(self) -> None:
         """The client closed our stdin."""
@@ -207,9 +224,16 @@ class Relay:
         """Lines from the upstream: route them (journaling outcomes) and write them to the client."""
         lines = self._from_upstream.feed(data)
         if lines:
-            self._write_client(self._interceptor.from_upstream(lines))
+            try:
+                routed = self._interceptor.from_upstream(lines)
+            except Exception:
+                # Answers must reach the client; unrecorded, their calls stay PENDING (in doubt), never re-run.
+                logger.exception("internal error while routing %d line(s) from the upstream", len(lines))
+                routed = lines
+            self._write_client(routed)
             if self._interceptor.outstanding() == 0:
                 self._settled.set()
+            self._check_fatal()
 
     def upstream_eof(self) -> None:
         """The upstream closed its stdout: it is gone."""
@@ -367,6 +391,8 @@ class Relay:
         self._kill_group(signal.SIGTERM)
         await self._reap_group()
         self._write_client(self._interceptor.upstream_gone("stopped at shutdown"))
+        if self._fatal is not None:
+            return 1
         return 128 + self._signal if self._signal is not None else 0
 
     async def _exit_status(self, timeout: float) -> str:

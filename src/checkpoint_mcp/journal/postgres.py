@@ -1,0 +1,397 @@
+"""The journal for fleets: PostgreSQL through psycopg 3, shared by many proxies on many hosts.
+
+Only what differs from SQLite lives here: the connection (autocommit, explicit transactions; a commit is
+durable under PostgreSQL's defaults), the schema's dialect and its version table, ownership as a session-level
+advisory lock, and recovery from a lost connection. Ownership dies with the owner's session, so a proxy whose
+process or host dies loses it the moment its connection drops, and the next proxy takes over with no cleanup.
+
+A lost connection is retried (``RECONNECT_DELAYS``) at the next journal operation; after reconnecting, the
+proxy takes its advisory locks again: if another proxy took a workflow meanwhile, that is fatal (``JournalLost``)
+and the proxy exits. The URL's password never appears in a log line or an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from checkpoint_mcp.errors import (
+    JournalCorrupt,
+    JournalLost,
+    JournalUnavailable,
+    JournalVersionError,
+    UsageError,
+    WorkflowOwned,
+)
+from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal.sql import Cursor, SqlJournal
+
+try:
+    import psycopg
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+APPLICATION = "checkpoint-journal"
+CONNECT_TIMEOUT_SECONDS = 5
+RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the journal is declared lost
+LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
+MIGRATION_LOCK = 0x43484B50  # advisory lock id serialising schema migrations of one database
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE checkpoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """
+        CREATE TABLE calls (
+            workflow_id TEXT NOT NULL,
+            seq BIGINT NOT NULL CHECK (seq > 0),
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            signature TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('PENDING', 'COMPLETED', 'FAILED')),
+            outcome TEXT,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            PRIMARY KEY (workflow_id, seq)
+        )
+        """,
+    ),
+    2: (
+        "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
+        "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
+        """
+        CREATE TABLE workflows (
+            workflow_id TEXT PRIMARY KEY,
+            root_id TEXT NOT NULL,
+            parent_id TEXT,
+            fork_seq BIGINT,
+            created_at TEXT NOT NULL,
+            collected_through BIGINT NOT NULL DEFAULT 0
+        )
+        """,
+        "CREATE INDEX workflows_by_root ON workflows (root_id)",
+        "INSERT INTO workflows (workflow_id, root_id, created_at)"
+        " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
+        """
+        CREATE TABLE resolutions (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
+            previous_state TEXT NOT NULL,
+            previous_outcome TEXT,
+            outcome TEXT,
+            resolved_by TEXT NOT NULL,
+            host TEXT NOT NULL,
+            at TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX calls_by_finish ON calls (state, finished_at)",
+        """
+        CREATE TABLE owners (
+            root_id TEXT PRIMARY KEY,
+            pid BIGINT NOT NULL,
+            host TEXT NOT NULL,
+            since TEXT NOT NULL,
+            command TEXT NOT NULL
+        )
+        """,
+    ),
+}
+"""version -> statements that bring a journal from version-1 to version."""
+
+
+def is_postgres_url(location: str) -> bool:
+    """True for ``postgresql://…`` and ``postgres://…``."""
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def masked(url: str) -> str:
+    """The URL without its password, for logs, errors, commands and the default workflow id.
+
+    Without the password the URL still works where libpq finds it elsewhere (``PGPASSWORD``, ``~/.pgpass``).
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit((parts.scheme, f"{user}{host}", parts.path, parts.query, parts.fragment))
+
+
+def lock_key(root: str) -> int:
+    """The advisory lock id of a workflow lineage: 64 bits of SHA-256, as a signed bigint."""
+    return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big", signed=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _dialect(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class _Entered:
+    """An already-entered psycopg transaction, exited by the ``with`` that follows."""
+
+    def __init__(self, transaction: Any) -> None:
+        self._transaction = transaction
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._transaction.__exit__(*exc)
+
+
+class _AdvisoryOwnership(Ownership):
+    def __init__(self, journal: PostgresJournal, root: str) -> None:
+        self._journal = journal
+        self._root: str | None = root
+
+    def release(self) -> None:
+        if self._root is not None:
+            self._journal.release_root(self._root)
+            self._root = None
+
+
+class PostgresJournal(SqlJournal):
+    """A journal in a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        """Connect, check the schema and migrate it if it is older.
+
+        Raises:
+            UsageError: psycopg is not installed (the ``postgres`` extra).
+            JournalUnavailable: the database cannot be reached.
+            JournalCorrupt: the database holds tables that are not a Checkpoint journal.
+            JournalVersionError: the journal was written by a newer Checkpoint.
+        """
+        if psycopg is None:
+            raise UsageError("a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'")
+        self._url = url
+        self.location = masked(url)
+        self._secret = urlsplit(url).password or ""
+        self._owned: dict[str, OwnerInfo] = {}
+        self._conn: Any = None
+        self._connect()
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- connection ---------------------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    @contextmanager
+    def _translated(self, action: str) -> Iterator[None]:
+        """The one seam where psycopg's exceptions become ours (and lose any credential)."""
+        assert psycopg is not None
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise JournalUnavailable(f"cannot {action} journal {self.location}: {self._scrub(str(exc))}") from None
+        except psycopg.Error as exc:
+            raise JournalCorrupt(f"cannot {action} journal {self.location}: {self._scrub(str(exc))}") from None
+
+    def _connect(self) -> None:
+        assert psycopg is not None
+        with self._translated("connect to"):
+            self._conn = psycopg.connect(
+                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name="checkpoint"
+            )
+
+    def _healthy(self) -> bool:
+        return self._conn is not None and not self._conn.closed and not self._conn.broken
+
+    def _ensure_connected(self) -> None:
+        """Reconnect after a lost connection (bounded), then take back the workflows this process owned.
+
+        Raises:
+            JournalLost: the database stayed unreachable, or another process took an owned workflow meanwhile.
+        """
+        if self._healthy():
+            return
+        owned = list(self._owned)
+        started = time.monotonic()
+        last = "connection lost"
+        for attempt, delay in enumerate((0.0, *RECONNECT_DELAYS), 1):
+            time.sleep(delay)
+            try:
+                self._connect()
+            except JournalUnavailable as exc:
+                last = str(exc)
+                logger.warning("journal connection lost; reconnect attempt %d failed: %s", attempt, last)
+                continue
+            logger.warning("reconnected to the journal %s after %.1fs", self.location, time.monotonic() - started)
+            for root in owned:
+                if not self._try_lock(root):
+                    del self._owned[root]
+                    raise JournalLost(
+                        f"ownership of workflow {root!r} was lost while the connection to {self.location} was down, "
+                        "and another proxy now owns it; this proxy must stop"
+                    )
+            return
+        raise JournalLost(
+            f"the journal {self.location} stayed unreachable for {time.monotonic() - started:.0f}s "
+            f"({len(RECONNECT_DELAYS) + 1} attempts): {last}"
+        )
+
+    def _prepare(self) -> None:
+        with self._translated("open"), self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            version = self._schema_version()
+            if version > SCHEMA_VERSION:
+                raise JournalVersionError(version, SCHEMA_VERSION)
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[target]:
+                    self._conn.execute(statement)
+                logger.info("journal %s migrated to schema version %d", self.location, target)
+            if version < SCHEMA_VERSION:
+                self._conn.execute(
+                    "INSERT INTO checkpoint_meta (key, value) VALUES ('application', %s), ('schema_version', %s)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (APPLICATION, str(SCHEMA_VERSION)),
+                )
+
+    def _schema_version(self) -> int:
+        tables = {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            ).fetchall()
+        }
+        if "checkpoint_meta" not in tables:
+            if "calls" in tables:
+                raise JournalCorrupt(
+                    f"{self.location} has a 'calls' table but is not a Checkpoint journal; refusing to touch it"
+                )
+            return 0
+        rows = dict(self._conn.execute("SELECT key, value FROM checkpoint_meta").fetchall())
+        if rows.get("application") != APPLICATION:
+            raise JournalCorrupt(f"{self.location} is not a Checkpoint journal; refusing to touch it")
+        return int(rows.get("schema_version", "0"))
+
+    # ---- SqlJournal hooks ---------------------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement (``?`` placeholders) on the journal's connection."""
+        cursor: Cursor = self._conn.execute(_dialect(sql), tuple(params))
+        return cursor
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN … COMMIT on a live connection (reconnecting first if it was lost).
+
+        Raises:
+            JournalUnavailable: the transaction could not start or commit (its writes are gone, or, if the
+                connection broke during COMMIT, possibly not: the rows it wrote are then PENDING, in doubt).
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
+        """
+        self._ensure_connected()
+        transaction = self._begin()
+        with self._translated("write"), transaction:
+            yield
+
+    def _begin(self) -> Any:
+        """Enter a transaction; a connection found dead at BEGIN (nothing sent yet) is replaced once, silently.
+
+        Raises:
+            JournalUnavailable: BEGIN failed on a live connection.
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
+        """
+        assert psycopg is not None
+        transaction = self._conn.transaction()
+        try:
+            transaction.__enter__()
+        except psycopg.OperationalError as exc:
+            if not self._conn.broken:
+                raise JournalUnavailable(f"cannot write journal {self.location}: {self._scrub(str(exc))}") from None
+            logger.warning("the journal connection was lost; reconnecting")
+            self._ensure_connected()
+            transaction = self._conn.transaction()
+            with self._translated("write"):
+                transaction.__enter__()
+        return _Entered(transaction)
+
+    def errors(self, action: str) -> AbstractContextManager[None]:
+        """Translate psycopg errors (credentials scrubbed)."""
+        return self._translated(action)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Reads on a live connection, with errors translated."""
+        self._ensure_connected()
+        with self._translated("read"):
+            yield
+
+    # ---- ownership ----------------------------------------------------------------------------------------
+
+    def _try_lock(self, root: str) -> bool:
+        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(root),)).fetchone()
+        return bool(row[0])
+
+    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
+        """Take the advisory lock of ``root``'s lineage on this session, and record who we are.
+
+        Raises:
+            WorkflowOwned: another live session holds it.
+        """
+        self._ensure_connected()
+        deadline = time.monotonic() + LOCK_RETRY_SECONDS
+        with self._translated("lock a workflow in"):
+            while not self._try_lock(root):
+                if time.monotonic() >= deadline:
+                    owner = self._recorded_owner(root)
+                    raise WorkflowOwned(root, owner.describe() if owner else "another session")
+                time.sleep(0.02)
+            info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), command)
+            self._conn.execute(
+                "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (root_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
+                " since = excluded.since, command = excluded.command",
+                (root, info.pid, info.host, info.since, info.command),
+            )
+        self._owned[root] = info
+        return _AdvisoryOwnership(self, root)
+
+    def release_root(self, root: str) -> None:
+        """Give up ``root``'s lock (no-op if the session is gone: so is the lock)."""
+        self._owned.pop(root, None)
+        if self._healthy():
+            with self._translated("unlock a workflow in"):
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(root),))
+
+    def _recorded_owner(self, root: str) -> OwnerInfo | None:
+        row = self._conn.execute("SELECT pid, host, since, command FROM owners WHERE root_id = %s", (root,)).fetchone()
+        return OwnerInfo(int(row[0]), row[1], row[2], row[3]) if row else None
+
+    def owner(self, root: str) -> OwnerInfo | None:
+        """The live owner: a shared-lock probe fails only while some session holds the lock exclusively."""
+        if root in self._owned:
+            return self._owned[root]
+        with self.reading():
+            key = lock_key(root)
+            free = self._conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (key,)).fetchone()[0]
+            if free:
+                self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
+                return None
+            return self._recorded_owner(root) or OwnerInfo(0, "?", "?", "another session")
+
+    def close(self) -> None:
+        """Close the connection (which releases every advisory lock it held)."""
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()

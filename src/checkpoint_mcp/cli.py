@@ -52,8 +52,8 @@ class _ProxyGroup(click.Group):
 )
 @click.option(
     "--journal",
-    metavar="PATH",
-    help="SQLite journal file. Enables resumability; without it the proxy is a pure pass-through.",
+    metavar="PATH_OR_URL",
+    help="SQLite journal file, or a postgresql:// URL. Enables resumability; without it: pure pass-through.",
 )
 @click.option(
     "--workflow-id",

@@ -32,7 +32,7 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import Cursor, SqlJournal
+from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
 
 try:
     import psycopg
@@ -48,55 +48,12 @@ RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the jour
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 MIGRATION_LOCK = 0x43484B50  # advisory lock id serialising schema migrations of one database
 
+_COMMON = schema(big_integer="BIGINT", identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
 MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        "CREATE TABLE checkpoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        """
-        CREATE TABLE calls (
-            workflow_id TEXT NOT NULL,
-            seq BIGINT NOT NULL CHECK (seq > 0),
-            tool TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            signature TEXT NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('PENDING', 'COMPLETED', 'FAILED')),
-            outcome TEXT,
-            started_at TEXT NOT NULL,
-            finished_at TEXT,
-            PRIMARY KEY (workflow_id, seq)
-        )
-        """,
-    ),
+    # PostgreSQL keeps the version in a table (SQLite has PRAGMA user_version) and the owners beside the locks.
+    1: ("CREATE TABLE checkpoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)", *_COMMON[1]),
     2: (
-        "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
-        "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
-        """
-        CREATE TABLE workflows (
-            workflow_id TEXT PRIMARY KEY,
-            root_id TEXT NOT NULL,
-            parent_id TEXT,
-            fork_seq BIGINT,
-            created_at TEXT NOT NULL,
-            collected_through BIGINT NOT NULL DEFAULT 0
-        )
-        """,
-        "CREATE INDEX workflows_by_root ON workflows (root_id)",
-        "INSERT INTO workflows (workflow_id, root_id, created_at)"
-        " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
-        """
-        CREATE TABLE resolutions (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            workflow_id TEXT NOT NULL,
-            seq BIGINT NOT NULL,
-            action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
-            previous_state TEXT NOT NULL,
-            previous_outcome TEXT,
-            outcome TEXT,
-            resolved_by TEXT NOT NULL,
-            host TEXT NOT NULL,
-            at TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX calls_by_finish ON calls (state, finished_at)",
+        *_COMMON[2],
         """
         CREATE TABLE owners (
             root_id TEXT PRIMARY KEY,

@@ -27,6 +27,66 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 
+
+def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
+    """The tables, version by version: statements that bring a journal from version-1 to version.
+
+    ``big_integer`` and ``identity`` are the dialect's words for a 64-bit integer column and an
+    auto-numbered primary key; everything else is the same SQL in both databases.
+    """
+    return {
+        1: (
+            f"""
+            CREATE TABLE calls (
+                workflow_id TEXT NOT NULL,
+                seq {big_integer} NOT NULL CHECK (seq > 0),
+                tool TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                signature TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('PENDING', 'COMPLETED', 'FAILED')),
+                outcome TEXT,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                PRIMARY KEY (workflow_id, seq)
+            )
+            """,
+        ),
+        2: (
+            "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
+            "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key)"
+            " WHERE idempotency_key IS NOT NULL",
+            f"""
+            CREATE TABLE workflows (
+                workflow_id TEXT PRIMARY KEY,
+                root_id TEXT NOT NULL,
+                parent_id TEXT,
+                fork_seq {big_integer},
+                created_at TEXT NOT NULL,
+                collected_through {big_integer} NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX workflows_by_root ON workflows (root_id)",
+            "INSERT INTO workflows (workflow_id, root_id, created_at)"
+            " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
+            f"""
+            CREATE TABLE resolutions (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer} NOT NULL,
+                action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
+                previous_state TEXT NOT NULL,
+                previous_outcome TEXT,
+                outcome TEXT,
+                resolved_by TEXT NOT NULL,
+                host TEXT NOT NULL,
+                at TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX calls_by_finish ON calls (state, finished_at)",
+        ),
+    }
+
+
 COLUMNS = "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import Cursor, SqlJournal
+from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 
@@ -34,56 +34,7 @@ SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """
-        CREATE TABLE calls (
-            workflow_id TEXT NOT NULL,
-            seq INTEGER NOT NULL CHECK (seq > 0),
-            tool TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            signature TEXT NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('PENDING', 'COMPLETED', 'FAILED')),
-            outcome TEXT,
-            started_at TEXT NOT NULL,
-            finished_at TEXT,
-            PRIMARY KEY (workflow_id, seq)
-        )
-        """,
-    ),
-    2: (
-        "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
-        "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
-        """
-        CREATE TABLE workflows (
-            workflow_id TEXT PRIMARY KEY,
-            root_id TEXT NOT NULL,
-            parent_id TEXT,
-            fork_seq INTEGER,
-            created_at TEXT NOT NULL,
-            collected_through INTEGER NOT NULL DEFAULT 0
-        )
-        """,
-        "CREATE INDEX workflows_by_root ON workflows (root_id)",
-        "INSERT INTO workflows (workflow_id, root_id, created_at)"
-        " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
-        """
-        CREATE TABLE resolutions (
-            id INTEGER PRIMARY KEY,
-            workflow_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
-            previous_state TEXT NOT NULL,
-            previous_outcome TEXT,
-            outcome TEXT,
-            resolved_by TEXT NOT NULL,
-            host TEXT NOT NULL,
-            at TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX calls_by_finish ON calls (state, finished_at)",
-    ),
-}
+MIGRATIONS = schema(big_integer="INTEGER", identity="INTEGER PRIMARY KEY")
 """version -> statements that bring a journal from version-1 to version."""
 
 

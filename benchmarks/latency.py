@@ -1,0 +1,138 @@
+"""Sequential ``tools/call`` latency: direct, through ``checkpoint``, journaled, through FastMCP; and the floor.
+
+All contenders run at once and are measured in interleaved blocks (a random order each round), next to an
+INSERT + COMMIT loop on a WAL, ``synchronous=FULL`` SQLite file in the same temporary directory as the journal:
+a journaled call needs two such commits, so "two commits + overhead" is on the table.
+
+Run: ``.venv/bin/python benchmarks/latency.py [--quick] [--calls N] [--no-fastmcp] [--candidate SRC_DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import contenders as cs
+from floor import CommitFloor
+from harness import Peer
+from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
+from stats import Summary, fmt, interleaved, micros
+
+FLOOR = "sqlite commit"
+PASS_LIMIT_US = 150.0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_arguments(parser)
+    parser.add_argument("--calls", type=int, default=4000, help="measured calls per contender (default 4000)")
+    parser.add_argument("--block", type=int, default=100, help="calls per contender per interleaved block")
+    parser.add_argument("--warmup", type=int, default=300, help="unmeasured calls per contender first")
+    parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
+    parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.calls, args.block, args.warmup = 40, 20, 5
+    return args
+
+
+def build(args: argparse.Namespace, tmp: Path) -> list[cs.Contender]:
+    """The contenders of this run."""
+    chosen = [cs.direct(), cs.passthrough(), cs.journaled(tmp / "journal.db")]
+    if args.candidate is not None:
+        chosen.append(cs.passthrough(src=args.candidate, label="checkpoint (candidate)"))
+        chosen.append(cs.journaled(tmp / "candidate.db", src=args.candidate, label="journaled (candidate)"))
+    if not args.no_fastmcp:
+        python = cs.fastmcp_python()
+        assert python is not None
+        chosen.append(cs.fastmcp(python))
+    return chosen
+
+
+def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> dict[str, list[float]]:
+    """Interleaved blocks of sequential calls (and commits); microseconds per contender."""
+    peers: dict[str, Peer] = {}
+    floor = CommitFloor(tmp / "floor.db")
+    samples: dict[str, list[int]] = {c.name: [] for c in chosen}
+    samples[FLOOR] = []
+    try:
+        for contender in chosen:
+            peers[contender.name] = cs.start(contender)
+        for _ in range(args.warmup):
+            for peer in peers.values():
+                peer.timed_call()
+            floor.timed_commit()
+        names = [*peers, FLOOR]
+        for _, name in interleaved(names, max(1, args.calls // args.block)):
+            sink = samples[name]
+            if name == FLOOR:
+                sink.extend(floor.timed_commit() for _ in range(args.block))
+            else:
+                peer = peers[name]
+                sink.extend(peer.timed_call() for _ in range(args.block))
+    finally:
+        floor.close()
+        cs.close_all(peers)
+    return {name: micros(values) for name, values in samples.items()}
+
+
+def render(results: dict[str, list[float]], fastmcp_version: str | None) -> str:
+    """The tables and the targets."""
+    summaries = {name: Summary.of(values) for name, values in results.items()}
+    base = summaries["direct"].median
+    commit = summaries[FLOOR].median
+    rows = []
+    for name, s in summaries.items():
+        added = "" if name in ("direct", FLOOR) else f"+{fmt(s.median - base, 1)}"
+        ratio = "" if name == FLOOR else f"{s.median / base:.2f}x"
+        rows.append([name, fmt(s.median, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.mean, 1), added, ratio, str(s.count)])
+    header = ["Contender", "median µs", "p90 µs", "p99 µs", "mean µs", "added vs direct (median)", "vs direct", "n"]
+    body = [table(header, rows), ""]
+    passthrough_added = summaries["checkpoint"].median - base
+    journal_added = summaries["journaled"].median - base
+    limit = 2 * commit + PASS_LIMIT_US
+    body.append(
+        f"Floor: one durable commit = {fmt(commit, 1)} µs median, so two = {fmt(2 * commit, 1)} µs. "
+        f"The journaled proxy adds {fmt(journal_added, 1)} µs over direct, "
+        f"i.e. {fmt(journal_added - 2 * commit, 1)} µs above the two commits "
+        f"(the pass-through alone adds {fmt(passthrough_added, 1)} µs)."
+    )
+    targets = [
+        Target(
+            "pass-through adds ≤ 0.15 ms per call (median)",
+            f"+{fmt(passthrough_added, 1)} µs",
+            passthrough_added <= PASS_LIMIT_US,
+        ),
+        Target(
+            "journaled adds ≤ 2 commits + 0.15 ms (median)",
+            f"+{fmt(journal_added, 1)} µs vs limit {fmt(limit, 1)} µs",
+            journal_added <= limit,
+        ),
+    ]
+    if "fastmcp" in summaries:
+        ratio = summaries["journaled"].median / summaries["fastmcp"].median
+        targets.append(Target("journaled median ≤ ½ FastMCP proxy median", f"{ratio:.2f}x FastMCP", ratio <= 0.5))
+        body.append(f"\nFastMCP {fastmcp_version} (`create_proxy` on a stdio transport, served on stdio).")
+    body += ["", targets_table(targets)]
+    return "\n".join(body)
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark and publish its section."""
+    args = parse(argv)
+    tmp = scratch_dir(args, "latency")
+    chosen = build(args, tmp)
+    where = machine(tmp)
+    results = measure(args, chosen, tmp)
+    python = None if args.no_fastmcp else cs.fastmcp_python(create=False)
+    version = cs.fastmcp_version(python) if python is not None else None
+    publish(
+        args, "latency", title="Sequential tools/call latency", argv=argv, where=where, body=render(results, version)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -12,6 +12,7 @@ change is measured against the current code in one interleaved run.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -42,12 +43,24 @@ class Contender:
         return {**os.environ, **self.env}
 
 
-def upstream_argv(delay_ms: float = 0.0) -> list[str]:
-    """The bundled upstream, run by this interpreter (not the pyenv shim: it costs ~50 ms per start)."""
-    argv = [sys.executable, str(UPSTREAM)]
-    if delay_ms:
-        argv += ["--delay-ms", str(delay_ms)]
-    return argv
+@dataclass(frozen=True)
+class Upstream:
+    """How the bundled upstream behaves: each tools/call takes ``delay_ms`` and returns ``result_bytes`` of text."""
+
+    delay_ms: float = 0.0
+    result_bytes: int = 0
+
+    def argv(self) -> list[str]:
+        """The command line: this interpreter (not the pyenv shim: it costs ~50 ms per start)."""
+        argv = [sys.executable, str(UPSTREAM)]
+        if self.delay_ms:
+            argv += ["--delay-ms", str(self.delay_ms)]
+        if self.result_bytes:
+            argv += ["--result-bytes", str(self.result_bytes)]
+        return argv
+
+
+PLAIN = Upstream()
 
 
 def checkpoint_argv(upstream: list[str], journal: Path | None = None) -> list[str]:
@@ -60,24 +73,39 @@ def checkpoint_argv(upstream: list[str], journal: Path | None = None) -> list[st
     return argv
 
 
-def direct(delay_ms: float = 0.0) -> Contender:
+def direct(upstream: Upstream = PLAIN) -> Contender:
     """The upstream alone."""
-    return Contender("direct", upstream_argv(delay_ms))
+    return Contender("direct", upstream.argv())
 
 
-def passthrough(delay_ms: float = 0.0, src: Path | None = None, label: str = "checkpoint") -> Contender:
+def passthrough(upstream: Upstream = PLAIN, src: Path | None = None, label: str = "checkpoint") -> Contender:
     """The proxy without a journal."""
-    return Contender(label, checkpoint_argv(upstream_argv(delay_ms)), _src_env(src))
+    return Contender(label, checkpoint_argv(upstream.argv()), _src_env(src))
 
 
-def journaled(journal: Path, delay_ms: float = 0.0, src: Path | None = None, label: str = "journaled") -> Contender:
+def journaled(
+    journal: Path, upstream: Upstream = PLAIN, src: Path | None = None, label: str = "journaled"
+) -> Contender:
     """The proxy journaling to ``journal``."""
-    return Contender(label, checkpoint_argv(upstream_argv(delay_ms), journal), _src_env(src))
+    return Contender(label, checkpoint_argv(upstream.argv(), journal), _src_env(src))
 
 
-def fastmcp(python: Path, delay_ms: float = 0.0) -> Contender:
+def fastmcp(python: Path, upstream: Upstream = PLAIN) -> Contender:
     """FastMCP's proxy in front of the same upstream."""
-    return Contender("fastmcp", [str(python), str(FASTMCP_PROXY), *upstream_argv(delay_ms)])
+    return Contender("fastmcp", [str(python), str(FASTMCP_PROXY), *upstream.argv()])
+
+
+def lineup(args: argparse.Namespace, tmp: Path, upstream: Upstream = PLAIN) -> list[Contender]:
+    """The four contenders (``--no-fastmcp``: three), plus the ``--candidate`` tree's proxy runs if given."""
+    chosen = [direct(upstream), passthrough(upstream), journaled(tmp / "journal.db", upstream)]
+    if args.candidate is not None:
+        chosen.append(passthrough(upstream, src=args.candidate, label="checkpoint (candidate)"))
+        chosen.append(journaled(tmp / "candidate.db", upstream, src=args.candidate, label="journaled (candidate)"))
+    if not args.no_fastmcp:
+        python = fastmcp_python()
+        assert python is not None
+        chosen.append(fastmcp(python, upstream))
+    return chosen
 
 
 def _src_env(src: Path | None) -> dict[str, str]:

@@ -4,7 +4,8 @@ All contenders run at once and are measured in interleaved blocks (a random orde
 INSERT + COMMIT loop on a WAL, ``synchronous=FULL`` SQLite file in the same temporary directory as the journal:
 a journaled call needs two such commits, so "two commits + overhead" is on the table.
 
-Run: ``.venv/bin/python benchmarks/latency.py [--quick] [--calls N] [--no-fastmcp] [--candidate SRC_DIR]``.
+Run: ``.venv/bin/python benchmarks/latency.py [--quick] [--calls N] [--result-bytes N] [--no-fastmcp]
+[--candidate SRC_DIR]``.
 """
 
 from __future__ import annotations
@@ -30,25 +31,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=4000, help="measured calls per contender (default 4000)")
     parser.add_argument("--block", type=int, default=100, help="calls per contender per interleaved block")
     parser.add_argument("--warmup", type=int, default=300, help="unmeasured calls per contender first")
+    parser.add_argument("--result-bytes", type=int, default=0, help="size of each tool result's text (default tiny)")
     parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
     parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.block, args.warmup = 40, 20, 5
     return args
-
-
-def build(args: argparse.Namespace, tmp: Path) -> list[cs.Contender]:
-    """The contenders of this run."""
-    chosen = [cs.direct(), cs.passthrough(), cs.journaled(tmp / "journal.db")]
-    if args.candidate is not None:
-        chosen.append(cs.passthrough(src=args.candidate, label="checkpoint (candidate)"))
-        chosen.append(cs.journaled(tmp / "candidate.db", src=args.candidate, label="journaled (candidate)"))
-    if not args.no_fastmcp:
-        python = cs.fastmcp_python()
-        assert python is not None
-        chosen.append(cs.fastmcp(python))
-    return chosen
 
 
 def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> dict[str, list[float]]:
@@ -78,7 +67,7 @@ def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> 
     return {name: micros(values) for name, values in samples.items()}
 
 
-def render(results: dict[str, list[float]], fastmcp_version: str | None) -> str:
+def render(args: argparse.Namespace, results: dict[str, list[float]], fastmcp_version: str | None) -> str:
     """The tables and the targets."""
     summaries = {name: Summary.of(values) for name, values in results.items()}
     base = summaries["direct"].median
@@ -89,7 +78,14 @@ def render(results: dict[str, list[float]], fastmcp_version: str | None) -> str:
         ratio = "" if name == FLOOR else f"{s.median / base:.2f}x"
         rows.append([name, fmt(s.median, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.mean, 1), added, ratio, str(s.count)])
     header = ["Contender", "median µs", "p90 µs", "p99 µs", "mean µs", "added vs direct (median)", "vs direct", "n"]
-    body = [table(header, rows), ""]
+    size = f"{args.result_bytes:,}-byte" if args.result_bytes else "tiny"
+    body = [
+        f"{args.calls:,} sequential calls per contender ({size} results) in interleaved blocks of {args.block}, "
+        f"after {args.warmup} warm-up calls each.",
+        "",
+        table(header, rows),
+        "",
+    ]
     passthrough_added = summaries["checkpoint"].median - base
     journal_added = summaries["journaled"].median - base
     limit = 2 * commit + PASS_LIMIT_US
@@ -123,13 +119,18 @@ def main(argv: list[str]) -> int:
     """Run the benchmark and publish its section."""
     args = parse(argv)
     tmp = scratch_dir(args, "latency")
-    chosen = build(args, tmp)
+    chosen = cs.lineup(args, tmp, cs.Upstream(result_bytes=args.result_bytes))
     where = machine(tmp)
     results = measure(args, chosen, tmp)
     python = None if args.no_fastmcp else cs.fastmcp_python(create=False)
     version = cs.fastmcp_version(python) if python is not None else None
     publish(
-        args, "latency", title="Sequential tools/call latency", argv=argv, where=where, body=render(results, version)
+        args,
+        "latency",
+        title="Sequential tools/call latency",
+        argv=argv,
+        where=where,
+        body=render(args, results, version),
     )
     return 0
 

@@ -4,9 +4,10 @@ It answers ``initialize``, ``server/discover``, ``tools/list``, ``tools/call`` (
 and ``ping``; notifications are ignored; any other request gets "method not found". It reads whatever is
 available, answers every complete line of it and writes all the answers in one ``write``, so pipelined calls
 (many in flight) are served without a round trip each. ``--delay-ms`` makes every ``tools/call`` take that long
-without blocking the others (concurrent calls), answered by a timer wheel in the same select loop.
+without blocking the others (concurrent calls), answered by a timer heap in the same select loop.
+``--result-bytes N`` makes the text of every result N bytes long (to see how a proxy's cost grows with size).
 
-Run: ``python benchmarks/upstream_server.py [--delay-ms N]``.
+Run: ``python benchmarks/upstream_server.py [--delay-ms N] [--result-bytes N]``.
 """
 
 from __future__ import annotations
@@ -45,11 +46,18 @@ _DISCOVER = json.dumps(
     separators=(",", ":"),
 )
 _TOOLS = json.dumps({"tools": [TOOL]}, separators=(",", ":"))
-_CALL = json.dumps({"content": [{"type": "text", "text": "ok"}], "isError": False}, separators=(",", ":"))
+
+
+def call_result(size: int = 0) -> str:
+    """The result of every ``tools/call``: a text of ``size`` bytes (``ok`` when 0)."""
+    text = "x" * size if size else "ok"
+    return json.dumps({"content": [{"type": "text", "text": text}], "isError": False}, separators=(",", ":"))
+
+
 _FIXED = {"initialize": _INITIALIZE, "server/discover": _DISCOVER, "tools/list": _TOOLS, "ping": "{}"}
 
 
-def answer(line: bytes) -> tuple[bytes | None, bool]:
+def answer(line: bytes, call: str) -> tuple[bytes | None, bool]:
     """The reply to one line (None for none) and whether it is a tools/call (subject to ``--delay-ms``)."""
     try:
         message = json.loads(line)
@@ -60,7 +68,7 @@ def answer(line: bytes) -> tuple[bytes | None, bool]:
     method = message["method"]
     ident = message["id"]
     if method == "tools/call":
-        return _response(ident, _CALL), True
+        return _response(ident, call), True
     fixed = _FIXED.get(method)
     if fixed is not None:
         return _response(ident, fixed), False
@@ -68,8 +76,8 @@ def answer(line: bytes) -> tuple[bytes | None, bool]:
     return json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode() + b"\n", False
 
 
-def serve(delay_s: float) -> None:
-    """Serve stdin/stdout until EOF on stdin."""
+def serve(delay_s: float, call: str) -> None:
+    """Serve stdin/stdout until EOF on stdin; ``call`` is the JSON text of every tools/call result."""
     partial = b""
     timers: list[tuple[float, int, bytes]] = []  # (due, tie-breaker, reply)
     counter = 0
@@ -91,7 +99,7 @@ def serve(delay_s: float) -> None:
             for line in lines:
                 if not line.strip():
                     continue
-                reply, is_call = answer(line)
+                reply, is_call = answer(line, call)
                 if reply is None:
                     continue
                 if is_call and delay_s > 0:
@@ -114,15 +122,15 @@ def _write_all(data: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Parse ``--delay-ms`` and serve."""
-    delay_ms = 0.0
-    if len(argv) == 2 and argv[0] == "--delay-ms":
-        delay_ms = float(argv[1])
-    elif argv:
-        print("usage: upstream_server.py [--delay-ms N]", file=sys.stderr)
+    """Parse the options (no argparse: it would add to the start-up time) and serve."""
+    options = {"--delay-ms": 0.0, "--result-bytes": 0.0}
+    if len(argv) % 2 or any(name not in options for name in argv[::2]):
+        print("usage: upstream_server.py [--delay-ms N] [--result-bytes N]", file=sys.stderr)
         return 2
+    for name, value in zip(argv[::2], argv[1::2], strict=True):
+        options[name] = float(value)
     try:
-        serve(delay_ms / 1000.0)
+        serve(options["--delay-ms"] / 1000.0, call_result(int(options["--result-bytes"])))
     except (BrokenPipeError, KeyboardInterrupt):
         return 0
     return 0

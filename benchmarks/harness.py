@@ -219,7 +219,7 @@ def rss_kib(pid: int) -> tuple[int, int]:
     values = {"VmRSS:": 0, "VmHWM:": 0}
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for row in status:
-            key, _, rest = row.partition(" ")
-            if key in values:
-                values[key] = int(rest.split()[0])
+            fields = row.split()
+            if fields and fields[0] in values:
+                values[fields[0]] = int(fields[1])
     return values["VmRSS:"], values["VmHWM:"]

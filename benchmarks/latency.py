@@ -36,7 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
     args = parser.parse_args(argv)
     if args.quick:
-        args.calls, args.block, args.warmup = 40, 20, 5
+        args.calls, args.block, args.warmup = 20, 10, 3
     return args
 
 
@@ -118,12 +118,12 @@ def render(args: argparse.Namespace, results: dict[str, list[float]], fastmcp_ve
 def main(argv: list[str]) -> int:
     """Run the benchmark and publish its section."""
     args = parse(argv)
-    tmp = scratch_dir(args, "latency")
-    chosen = cs.lineup(args, tmp, cs.Upstream(result_bytes=args.result_bytes))
-    where = machine(tmp)
-    results = measure(args, chosen, tmp)
-    python = None if args.no_fastmcp else cs.fastmcp_python(create=False)
-    version = cs.fastmcp_version(python) if python is not None else None
+    with scratch_dir(args, "latency") as tmp:
+        chosen = cs.lineup(args, tmp, cs.Upstream(result_bytes=args.result_bytes))
+        where = machine(tmp)
+        results = measure(args, chosen, tmp)
+        python = None if args.no_fastmcp else cs.fastmcp_python(create=False)
+        version = cs.fastmcp_version(python) if python is not None else None
     publish(
         args,
         "latency",

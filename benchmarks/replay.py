@@ -34,7 +34,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--journaled", type=int, default=1000, help="completed calls to replay from (default 1000)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.calls, args.block, args.journaled = 40, 20, 20
+        args.calls, args.block, args.journaled = 20, 10, 10
     return args
 
 
@@ -115,9 +115,9 @@ def render(args: argparse.Namespace, results: dict[str, list[float]]) -> str:
 def main(argv: list[str]) -> int:
     """Run the benchmark and publish its section."""
     args = parse(argv)
-    tmp = scratch_dir(args, "replay")
-    where = machine(tmp)
-    results = measure(args, tmp)
+    with scratch_dir(args, "replay") as tmp:
+        where = machine(tmp)
+        results = measure(args, tmp)
     publish(args, "replay", title="Replay latency", argv=argv, where=where, body=render(args, results))
     return 0
 

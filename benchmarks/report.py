@@ -7,13 +7,14 @@ replaces only its own section, so the document collects the latest run of every 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
 import shlex
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,10 +135,12 @@ def output_path(args: argparse.Namespace) -> Path | None:
     return None if args.quick else DOC
 
 
-def scratch_dir(args: argparse.Namespace, name: str) -> Path:
-    """A fresh temporary directory (inside ``--tmp`` if given) for journals and the commit floor."""
+@contextlib.contextmanager
+def scratch_dir(args: argparse.Namespace, name: str) -> Iterator[Path]:
+    """A fresh temporary directory (inside ``--tmp`` if given) for journals and the commit floor, removed after."""
     parent = str(args.tmp) if args.tmp is not None else None
-    return Path(tempfile.mkdtemp(prefix=f"bench-{name}-", dir=parent))
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-", dir=parent) as tmp:
+        yield Path(tmp)
 
 
 def publish(args: argparse.Namespace, name: str, *, title: str, argv: Sequence[str], where: str, body: str) -> None:

@@ -34,7 +34,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
     args = parser.parse_args(argv)
     if args.quick:
-        args.calls, args.rounds = 100, 2
+        args.calls, args.rounds = 64, 1
     return args
 
 
@@ -113,11 +113,11 @@ def render(args: argparse.Namespace, rates: dict[str, list[float]], latencies: d
 def main(argv: list[str]) -> int:
     """Run the benchmark and publish its section."""
     args = parse(argv)
-    tmp = scratch_dir(args, "throughput")
-    chosen = cs.lineup(args, tmp, cs.Upstream(delay_ms=args.delay_ms))
-    where = machine(tmp)
-    rates, latencies = measure(args, chosen)
-    title = f"Concurrent throughput ({args.in_flight} in flight)"
+    with scratch_dir(args, "throughput") as tmp:
+        chosen = cs.lineup(args, tmp, cs.Upstream(delay_ms=args.delay_ms))
+        where = machine(tmp)
+        rates, latencies = measure(args, chosen)
+        title = f"Concurrent throughput ({args.in_flight} in flight)"
     publish(args, "throughput", title=title, argv=argv, where=where, body=render(args, rates, latencies))
     return 0
 

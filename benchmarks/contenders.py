@@ -7,7 +7,8 @@
   use: its dependencies may clash with ours).
 
 ``--candidate DIR`` (a copy of ``src/`` with a change to try) adds the same proxy runs from that tree, so a
-change is measured against the current code in one interleaved run.
+change is measured against the current code in one interleaved run; ``--src DIR`` runs the main two from another
+tree instead of the installed package (e.g. another branch, exported with ``git archive``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 UPSTREAM = BENCH_DIR / "upstream_server.py"
 FASTMCP_PROXY = BENCH_DIR / "fastmcp_proxy.py"
+NULL_RELAY = BENCH_DIR / "null_relay.py"
+NULL_RELAY_NAME = "null relay (floor)"
 FASTMCP_VENV = ROOT / ".venv-fastmcp"
 FASTMCP_REQUIREMENT = "fastmcp>=4,<5"
 
@@ -95,9 +98,20 @@ def fastmcp(python: Path, upstream: Upstream = PLAIN) -> Contender:
     return Contender("fastmcp", [str(python), str(FASTMCP_PROXY), *upstream.argv()])
 
 
+def null_relay(upstream: Upstream = PLAIN) -> Contender:
+    """A byte-copying relay (``null_relay.py``): the price of one more process in the path, nothing else."""
+    return Contender(NULL_RELAY_NAME, [sys.executable, str(NULL_RELAY), *upstream.argv()])
+
+
 def lineup(args: argparse.Namespace, tmp: Path, upstream: Upstream = PLAIN) -> list[Contender]:
-    """The four contenders (``--no-fastmcp``: three), plus the ``--candidate`` tree's proxy runs if given."""
-    chosen = [direct(upstream), passthrough(upstream), journaled(tmp / "journal.db", upstream)]
+    """The four contenders (``--no-fastmcp``: three) and the null relay, plus the ``--candidate`` tree's runs."""
+    src = args.src
+    chosen = [
+        direct(upstream),
+        null_relay(upstream),
+        passthrough(upstream, src=src),
+        journaled(tmp / "journal.db", upstream, src=src),
+    ]
     if args.candidate is not None:
         chosen.append(passthrough(upstream, src=args.candidate, label="checkpoint (candidate)"))
         chosen.append(journaled(tmp / "candidate.db", upstream, src=args.candidate, label="journaled (candidate)"))
@@ -150,3 +164,10 @@ def close_all(peers: dict[str, Peer]) -> None:
     """Close every peer (client EOF), waiting for each to exit."""
     for peer in peers.values():
         peer.close()
+
+
+def proxy_options(parser: argparse.ArgumentParser) -> None:
+    """``--src``, ``--candidate`` and ``--no-fastmcp``, for the scripts that run the whole line-up."""
+    parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
+    parser.add_argument("--src", type=Path, default=None, help="run checkpoint from this src/ tree")
+    parser.add_argument("--candidate", type=Path, default=None, help="also run checkpoint from this src/ tree")

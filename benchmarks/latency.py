@@ -18,7 +18,7 @@ import contenders as cs
 from floor import CommitFloor
 from harness import Peer
 from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
-from stats import Summary, fmt, interleaved, micros
+from stats import Summary, fmt, interleaved, micros, paired_difference
 
 FLOOR = "sqlite commit"
 PASS_LIMIT_US = 150.0
@@ -32,20 +32,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--block", type=int, default=100, help="calls per contender per interleaved block")
     parser.add_argument("--warmup", type=int, default=300, help="unmeasured calls per contender first")
     parser.add_argument("--result-bytes", type=int, default=0, help="size of each tool result's text (default tiny)")
-    parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
-    parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
+    cs.proxy_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.block, args.warmup = 20, 10, 3
     return args
 
 
-def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> dict[str, list[float]]:
-    """Interleaved blocks of sequential calls (and commits); microseconds per contender."""
+def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> dict[str, list[list[float]]]:
+    """Interleaved blocks of sequential calls (and commits): per contender, each round's block in microseconds."""
     peers: dict[str, Peer] = {}
     floor = CommitFloor(tmp / "floor.db")
-    samples: dict[str, list[int]] = {c.name: [] for c in chosen}
-    samples[FLOOR] = []
+    rounds = max(1, args.calls // args.block)
+    samples: dict[str, list[list[float]]] = {name: [[] for _ in range(rounds)] for name in [c.name for c in chosen]}
+    samples[FLOOR] = [[] for _ in range(rounds)]
     try:
         for contender in chosen:
             peers[contender.name] = cs.start(contender)
@@ -54,34 +54,49 @@ def measure(args: argparse.Namespace, chosen: list[cs.Contender], tmp: Path) -> 
                 peer.timed_call()
             floor.timed_commit()
         names = [*peers, FLOOR]
-        for _, name in interleaved(names, max(1, args.calls // args.block)):
-            sink = samples[name]
+        for round_no, name in interleaved(names, rounds):
             if name == FLOOR:
-                sink.extend(floor.timed_commit() for _ in range(args.block))
+                block = [floor.timed_commit() for _ in range(args.block)]
             else:
                 peer = peers[name]
-                sink.extend(peer.timed_call() for _ in range(args.block))
+                block = [peer.timed_call() for _ in range(args.block)]
+            samples[name][round_no] = micros(block)
     finally:
         floor.close()
         cs.close_all(peers)
-    return {name: micros(values) for name, values in samples.items()}
+    return samples
 
 
-def render(args: argparse.Namespace, results: dict[str, list[float]], fastmcp_version: str | None) -> str:
+def render(args: argparse.Namespace, blocks: dict[str, list[list[float]]], fastmcp_version: str | None) -> str:
     """The tables and the targets."""
-    summaries = {name: Summary.of(values) for name, values in results.items()}
+    summaries = {name: Summary.of(value for block in rounds for value in block) for name, rounds in blocks.items()}
     base = summaries["direct"].median
     commit = summaries[FLOOR].median
     rows = []
     for name, s in summaries.items():
-        added = "" if name in ("direct", FLOOR) else f"+{fmt(s.median - base, 1)}"
+        added = paired = ""
+        if name not in ("direct", FLOOR):
+            added = f"+{fmt(s.median - base, 1)}"
+            paired = f"+{fmt(paired_difference(blocks[name], blocks['direct']), 1)}"
         ratio = "" if name == FLOOR else f"{s.median / base:.2f}x"
-        rows.append([name, fmt(s.median, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.mean, 1), added, ratio, str(s.count)])
-    header = ["Contender", "median µs", "p90 µs", "p99 µs", "mean µs", "added vs direct (median)", "vs direct", "n"]
+        cells = [fmt(s.median, 1), fmt(s.p90, 1), fmt(s.p99, 1), fmt(s.mean, 1), added, paired, ratio, str(s.count)]
+        rows.append([name, *cells])
+    header = [
+        "Contender",
+        "median µs",
+        "p90 µs",
+        "p99 µs",
+        "mean µs",
+        "added vs direct (median)",
+        "added, paired by round",
+        "vs direct",
+        "n",
+    ]
     size = f"{args.result_bytes:,}-byte" if args.result_bytes else "tiny"
     body = [
         f"{args.calls:,} sequential calls per contender ({size} results) in interleaved blocks of {args.block}, "
-        f"after {args.warmup} warm-up calls each.",
+        f"after {args.warmup} warm-up calls each. *Added, paired by round*: the median over rounds of (block median "
+        "minus direct's block median in the same round), a cross-check that is robust to the machine's slow drifts.",
         "",
         table(header, rows),
         "",
@@ -89,6 +104,12 @@ def render(args: argparse.Namespace, results: dict[str, list[float]], fastmcp_ve
     passthrough_added = summaries["checkpoint"].median - base
     journal_added = summaries["journaled"].median - base
     limit = 2 * commit + PASS_LIMIT_US
+    if cs.NULL_RELAY_NAME in summaries:
+        hop = summaries[cs.NULL_RELAY_NAME].median - base
+        body.append(
+            f"A relay that only copies bytes adds {fmt(hop, 1)} µs (one more process in the path): the pass-through "
+            f"spends {fmt(passthrough_added - hop, 1)} µs per call above that on its own work."
+        )
     body.append(
         f"Floor: one durable commit = {fmt(commit, 1)} µs median, so two = {fmt(2 * commit, 1)} µs. "
         f"The journaled proxy adds {fmt(journal_added, 1)} µs over direct, "

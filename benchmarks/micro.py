@@ -59,7 +59,13 @@ class Driver:
         self.journal = SqliteJournal(str(journal_dir / "journal.db")) if journal_dir is not None else None
         path = self.journal.location if self.journal is not None else None
         config = ProxyConfig(upstream_cmd="unused", journal=path)
-        self.interceptor = Interceptor(config, self.journal, path)
+        self._owner: Any = None
+        if self.journal is not None and hasattr(self.journal, "lineage"):
+            # The journal API with workflow ownership (after 16d5351): own the workflow, pass its lineage.
+            self._owner = self.journal.acquire(path)
+            self.interceptor = Interceptor(config, self.journal, self.journal.lineage(path))
+        else:
+            self.interceptor = Interceptor(config, self.journal, path)  # type: ignore[arg-type]
         self.batch = batch
         self.next_id = 1
 
@@ -76,7 +82,9 @@ class Driver:
             done += self.batch
 
     def close(self) -> None:
-        """Close the journal."""
+        """Release the workflow and close the journal."""
+        if self._owner is not None:
+            self._owner.release()
         if self.journal is not None:
             self.journal.close()
 

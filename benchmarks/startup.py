@@ -3,6 +3,9 @@
 Start-up: each launch is timed from just before ``Popen`` to the ``initialize`` reply (the request is written at
 once, so the proxy's time to start reading counts); launches of the contenders are interleaved. The journaled
 proxy reopens the same journal each time (the usual case), after one unmeasured launch that created it.
+Every Python process gets a private bytecode cache (``PYTHONPYCACHEPREFIX``, filled by the unmeasured launch), as
+an installed package has its ``.pyc`` files; one more contender runs the proxy the way this checkout does when
+``PYTHONDONTWRITEBYTECODE`` is set: compiling its own modules from source at every start.
 
 Memory: one journaled and one pass-through proxy serve ``--calls`` calls (32 in flight); their VmRSS is read from
 ``/proc/<pid>/status`` every ``--sample-every`` calls, and VmHWM (peak) at the end.
@@ -23,6 +26,7 @@ from report import Target, common_arguments, machine, publish, scratch_dir, tabl
 from stats import Summary, fmt, interleaved
 
 TARGET_ADDED_MS = 80.0
+UNCACHED = "checkpoint, no .pyc (compiles its modules)"
 FLAT_MIB = 1.0  # allowed RSS growth over the second half of the run
 
 
@@ -52,15 +56,24 @@ def time_to_initialize(contender: cs.Contender) -> int:
     return elapsed
 
 
+def _cached(contender: cs.Contender, cache: Path) -> cs.Contender:
+    env = {**contender.env, "PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": ""}
+    return cs.Contender(contender.name, contender.argv, env)
+
+
 def launches(args: argparse.Namespace, tmp: Path) -> dict[str, list[float]]:
     """Start-up milliseconds per contender."""
+    cache = tmp / "pycache"
     chosen = [cs.Contender("upstream alone", cs.PLAIN.argv()), cs.passthrough(), cs.journaled(tmp / "journal.db")]
     if not args.no_fastmcp:
         python = cs.fastmcp_python()
         assert python is not None
         chosen.append(cs.fastmcp(python))
+    chosen = [_cached(contender, cache) for contender in chosen]
+    uncached = cs.passthrough(label=UNCACHED)
+    chosen.append(cs.Contender(uncached.name, uncached.argv, {**uncached.env, "PYTHONDONTWRITEBYTECODE": "1"}))
     for contender in chosen:
-        time_to_initialize(contender)  # warm the page cache; creates the journal
+        time_to_initialize(contender)  # fills the bytecode cache, warms the page cache, creates the journal
     times: dict[str, list[float]] = {c.name: [] for c in chosen}
     for _, contender in interleaved(chosen, args.launches):
         times[contender.name].append(time_to_initialize(contender) / 1e6)

@@ -70,6 +70,20 @@ def interleaved(items: Sequence[T], rounds: int, seed: int = 6) -> list[tuple[in
     return schedule
 
 
+def paired_difference(blocks: Sequence[Sequence[float]], base: Sequence[Sequence[float]]) -> float:
+    """Median over rounds of (this round's block median minus the base's block median in the same round).
+
+    A cross-check of the plain difference of medians that is robust to slow drifts of a shared machine: each
+    round's two blocks ran seconds apart, so they saw about the same background load.
+    """
+    differences = sorted(
+        percentile(sorted(mine), 0.5) - percentile(sorted(theirs), 0.5)
+        for mine, theirs in zip(blocks, base, strict=True)
+        if mine and theirs
+    )
+    return percentile(differences, 0.5)
+
+
 def fmt(value: float, digits: int = 0) -> str:
     """A number for a table (thousands separated)."""
     if math.isnan(value):

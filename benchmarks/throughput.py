@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import contenders as cs
 from harness import Peer
 from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
-from stats import Summary, fmt, interleaved, micros
+from stats import Summary, fmt, interleaved, micros, percentile
 
 TARGET_SHARE = 0.70
 
@@ -30,8 +29,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=3000, help="calls per contender per round (default 3000)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="make each upstream tools/call take this long")
-    parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
-    parser.add_argument("--candidate", type=Path, default=None, help="a src/ tree with a change to compare")
+    cs.proxy_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.rounds = 64, 1
@@ -43,16 +41,16 @@ def measure(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per contender: calls/s of each round, and every call's latency in µs."""
     peers: dict[str, Peer] = {}
-    rates: dict[str, list[float]] = {c.name: [] for c in chosen}
+    rates: dict[str, list[float]] = {c.name: [0.0] * args.rounds for c in chosen}
     latencies: dict[str, list[float]] = {c.name: [] for c in chosen}
     try:
         for contender in chosen:
             peers[contender.name] = cs.start(contender)
         for peer in peers.values():
             peer.pipelined(max(args.in_flight * 4, args.calls // 10), args.in_flight)  # warm-up
-        for _, name in interleaved(list(peers), args.rounds):
+        for round_no, name in interleaved(list(peers), args.rounds):
             elapsed_ns, each = peers[name].pipelined(args.calls, args.in_flight)
-            rates[name].append(args.calls / (elapsed_ns / 1e9))
+            rates[name][round_no] = args.calls / (elapsed_ns / 1e9)
             latencies[name].extend(micros(each))
     finally:
         cs.close_all(peers)
@@ -90,6 +88,7 @@ def render(args: argparse.Namespace, rates: dict[str, list[float]], latencies: d
         "p99 µs",
     ]
     share = throughput["journaled"].median / passthrough
+    paired = percentile(sorted(j / p for j, p in zip(rates["journaled"], rates["checkpoint"], strict=True)), 0.5)
     body = [
         f"{args.in_flight} calls in flight, {args.rounds} interleaved rounds of {args.calls} calls per contender"
         + (f", upstream delay {args.delay_ms} ms per call" if args.delay_ms else "")
@@ -101,7 +100,8 @@ def render(args: argparse.Namespace, rates: dict[str, list[float]], latencies: d
             [
                 Target(
                     f"with {args.in_flight} in flight, journaled ≥ 70% of pass-through throughput",
-                    f"{share:.0%} ({fmt(throughput['journaled'].median)} vs {fmt(passthrough)} calls/s)",
+                    f"{share:.0%} ({fmt(throughput['journaled'].median)} vs {fmt(passthrough)} calls/s; "
+                    f"paired by round: {paired:.0%})",
                     share >= TARGET_SHARE,
                 )
             ]

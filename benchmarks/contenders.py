@@ -166,8 +166,20 @@ def close_all(peers: dict[str, Peer]) -> None:
         peer.close()
 
 
+def src_option(parser: argparse.ArgumentParser) -> None:
+    """``--src``: run the proxy from another ``src/`` tree."""
+    parser.add_argument("--src", type=Path, default=None, help="run checkpoint from this src/ tree")
+
+
 def proxy_options(parser: argparse.ArgumentParser) -> None:
     """``--src``, ``--candidate`` and ``--no-fastmcp``, for the scripts that run the whole line-up."""
+    src_option(parser)
     parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
-    parser.add_argument("--src", type=Path, default=None, help="run checkpoint from this src/ tree")
     parser.add_argument("--candidate", type=Path, default=None, help="also run checkpoint from this src/ tree")
+
+
+def make_journal(path: Path, src: Path | None = None) -> None:
+    """Create an empty journal at ``path`` with the schema of the proxy that will use it (its own code does it)."""
+    code = "import sys; from checkpoint_mcp.journal.sqlite import SqliteJournal; SqliteJournal(sys.argv[1]).close()"
+    env = {**os.environ, **_src_env(src)}
+    subprocess.run([sys.executable, "-c", code, str(path)], env=env, check=True)

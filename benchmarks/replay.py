@@ -32,6 +32,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=4000, help="measured calls per contender (default 4000)")
     parser.add_argument("--block", type=int, default=100, help="calls per contender per interleaved block")
     parser.add_argument("--journaled", type=int, default=1000, help="completed calls to replay from (default 1000)")
+    cs.src_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.block, args.journaled = 20, 10, 10
@@ -66,8 +67,8 @@ def _check_replayed(peer: Peer, seq: int) -> None:
 
 def measure(args: argparse.Namespace, tmp: Path) -> dict[str, list[float]]:
     """Interleaved blocks; microseconds per contender."""
-    chosen = [cs.direct(), cs.passthrough(), cs.journaled(tmp / "fresh.db")]
-    replayer = cs.journaled(tmp / "replayed.db", label=REPLAY)
+    chosen = [cs.direct(), cs.passthrough(src=args.src), cs.journaled(tmp / "fresh.db", src=args.src)]
+    replayer = cs.journaled(tmp / "replayed.db", src=args.src, label=REPLAY)
     peers: dict[str, Peer] = {}
     samples: dict[str, list[int]] = {c.name: [] for c in [*chosen, replayer]}
     try:

@@ -1,6 +1,7 @@
 """Scale: per-call overhead of a journaled proxy whose journal already holds 1,000,000 rows, versus an empty one.
 
-The big journal is made by the journal's own code (``SqliteJournal`` creates the schema) and then filled with one
+The big journal is made by the journal's own code (``SqliteJournal``, run from the proxy's tree, creates the
+schema) and then filled with one
 bulk ``executemany`` into the same table, as COMPLETED calls of the very workflow the proxy will use, so the
 proxy's cursor starts after them and every lookup and insert goes through the full index. Then, interleaved:
 direct, journaled on the empty journal, journaled on the big one; and the start-up time of both proxies.
@@ -19,8 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import contenders as cs
-from checkpoint_mcp.journal import default_workflow_id
-from checkpoint_mcp.journal.sqlite import SqliteJournal
 from harness import Peer
 from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
 from startup import time_to_initialize
@@ -38,6 +37,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=3000, help="measured calls per contender (default 3000)")
     parser.add_argument("--block", type=int, default=100, help="calls per contender per interleaved block")
     parser.add_argument("--starts", type=int, default=10, help="launches per proxy for the start-up time")
+    cs.src_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.calls, args.block, args.starts = 2000, 20, 10, 1
@@ -51,11 +51,11 @@ def _rows(workflow: str, count: int) -> Iterator[tuple[object, ...]]:
         yield (workflow, seq, "echo", f'{{"n":{seq}}}', f"{seq:064x}", "COMPLETED", outcome, stamp, stamp)
 
 
-def prefill(path: Path, count: int) -> float:
+def prefill(path: Path, count: int, src: Path | None) -> float:
     """Make the journal at ``path`` holding ``count`` completed calls of its default workflow; seconds taken."""
     start = time.perf_counter()
-    SqliteJournal(str(path)).close()  # the schema, exactly as the proxy makes it
-    workflow = default_workflow_id(str(path))
+    cs.make_journal(path, src)  # the schema, exactly as the proxy makes it
+    workflow = str(path.resolve())  # the default workflow id: the journal's absolute path
     con = sqlite3.connect(path, isolation_level=None)
     try:
         con.execute("PRAGMA synchronous=OFF")
@@ -75,9 +75,13 @@ def prefill(path: Path, count: int) -> float:
 def measure(args: argparse.Namespace, tmp: Path) -> tuple[dict[str, list[float]], dict[str, list[float]], float]:
     """(call µs per contender, start-up ms per proxy, seconds the pre-fill took)."""
     big, empty = tmp / "big.db", tmp / "empty.db"
-    fill_seconds = prefill(big, args.rows)
+    fill_seconds = prefill(big, args.rows, args.src)
     label = f"journaled, {args.rows:,} rows"
-    chosen = [cs.direct(), cs.journaled(empty, label="journaled, empty"), cs.journaled(big, label=label)]
+    chosen = [
+        cs.direct(),
+        cs.journaled(empty, src=args.src, label="journaled, empty"),
+        cs.journaled(big, src=args.src, label=label),
+    ]
     starts: dict[str, list[float]] = {c.name: [] for c in chosen[1:]}
     for _, contender in interleaved(chosen[1:], args.starts):
         starts[contender.name].append(time_to_initialize(contender) / 1e6)

@@ -38,6 +38,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=100_000, help="calls for the memory run (default 100,000)")
     parser.add_argument("--sample-every", type=int, default=5000, help="calls between RSS samples (default 5000)")
     parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
+    cs.src_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.launches, args.calls, args.sample_every = 1, 200, 100
@@ -64,13 +65,18 @@ def _cached(contender: cs.Contender, cache: Path) -> cs.Contender:
 def launches(args: argparse.Namespace, tmp: Path) -> dict[str, list[float]]:
     """Start-up milliseconds per contender."""
     cache = tmp / "pycache"
-    chosen = [cs.Contender("upstream alone", cs.PLAIN.argv()), cs.passthrough(), cs.journaled(tmp / "journal.db")]
+    src = args.src
+    chosen = [
+        cs.Contender("upstream alone", cs.PLAIN.argv()),
+        cs.passthrough(src=src),
+        cs.journaled(tmp / "journal.db", src=src),
+    ]
     if not args.no_fastmcp:
         python = cs.fastmcp_python()
         assert python is not None
         chosen.append(cs.fastmcp(python))
     chosen = [_cached(contender, cache) for contender in chosen]
-    uncached = cs.passthrough(label=UNCACHED)
+    uncached = cs.passthrough(src=src, label=UNCACHED)
     chosen.append(cs.Contender(uncached.name, uncached.argv, {**uncached.env, "PYTHONDONTWRITEBYTECODE": "1"}))
     for contender in chosen:
         time_to_initialize(contender)  # fills the bytecode cache, warms the page cache, creates the journal
@@ -82,7 +88,7 @@ def launches(args: argparse.Namespace, tmp: Path) -> dict[str, list[float]]:
 
 def memory(args: argparse.Namespace, tmp: Path) -> tuple[list[int], dict[str, list[int]], dict[str, int]]:
     """(calls done at each sample, VmRSS KiB per proxy at each sample, VmHWM KiB per proxy at the end)."""
-    chosen = [cs.journaled(tmp / "memory.db"), cs.passthrough()]
+    chosen = [cs.journaled(tmp / "memory.db", src=args.src), cs.passthrough(src=args.src)]
     peers = {c.name: cs.start(c) for c in chosen}
     done: list[int] = [0]
     rss: dict[str, list[int]] = {name: [rss_kib(peer.pid)[0]] for name, peer in peers.items()}

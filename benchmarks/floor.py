@@ -36,3 +36,45 @@ class CommitFloor:
     def close(self) -> None:
         """Close the connection."""
         self._con.close()
+
+
+class JournalStatements:
+    """What one journaled call asks of SQLite, without the proxy around it: the same statements, same schema.
+
+    ``BEGIN IMMEDIATE; SELECT; INSERT PENDING; COMMIT`` then ``BEGIN IMMEDIATE; UPDATE COMPLETED; COMMIT``, on a
+    journal file whose schema the proxy's own code created (``contenders.make_journal``).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._con = sqlite3.connect(path, isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=FULL")
+        self._workflow = str(path.resolve())
+        self._next = 1
+
+    def timed_call(self) -> int:
+        """Both transactions of one call, in nanoseconds."""
+        seq, workflow, stamp = self._next, self._workflow, "2026-01-01T00:00:00.000Z"
+        start = time.perf_counter_ns()
+        self._con.execute("BEGIN IMMEDIATE")
+        self._con.execute("SELECT * FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq)).fetchone()
+        self._con.execute(
+            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at)"
+            " VALUES (?, ?, 'echo', ?, ?, 'PENDING', ?)",
+            (workflow, seq, f'{{"n":{seq}}}', f"{seq:064x}", stamp),
+        )
+        self._con.execute("COMMIT")
+        self._con.execute("BEGIN IMMEDIATE")
+        self._con.execute(
+            "UPDATE calls SET state = 'COMPLETED', outcome = ?, finished_at = ?"
+            " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'",
+            (_ROW, stamp, workflow, seq),
+        )
+        self._con.execute("COMMIT")
+        elapsed = time.perf_counter_ns() - start
+        self._next += 1
+        return elapsed
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._con.close()

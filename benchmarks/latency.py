@@ -121,7 +121,7 @@ def render(args: argparse.Namespace, blocks: dict[str, list[list[float]]], fastm
         f"Floor: one durable commit = {fmt(commit, 1)} µs median, so two = {fmt(2 * commit, 1)} µs. "
         f"The journaled proxy adds {fmt(journal_added, 1)} µs over direct, "
         f"i.e. {fmt(journal_added - 2 * commit, 1)} µs above the two commits. Of that: the journal's own "
-        f"statements (same SQL and schema, no proxy) take {fmt(sql, 1)} µs ({fmt(sql - 2 * commit, 1):} µs next to "
+        f"statements (same SQL and schema, no proxy) take {fmt(sql, 1)} µs ({sql - 2 * commit:+,.1f} µs over "
         f"two bare commits); the pass-through work is {fmt(passthrough_added, 1)} µs; the rest, "
         f"{fmt(journal_added - sql - passthrough_added, 1)} µs, is the proxy's journaling CPU (parse, signature, "
         "result splice, statement wrappers)."

@@ -139,8 +139,8 @@ def render(args: argparse.Namespace, blocks: dict[str, list[list[float]]], fastm
         ),
     ]
     if "fastmcp" in summaries:
-        ratio = summaries["journaled"].median / summaries["fastmcp"].median
-        targets.append(Target("journaled median ≤ ½ FastMCP proxy median", f"{ratio:.2f}x FastMCP", ratio <= 0.5))
+        share = summaries["journaled"].median / summaries["fastmcp"].median
+        targets.append(Target("journaled median ≤ ½ FastMCP proxy median", f"{share:.2f}x FastMCP", share <= 0.5))
         body.append(f"\nFastMCP {fastmcp_version} (`create_proxy` on a stdio transport, served on stdio).")
     body += ["", targets_table(targets)]
     return "\n".join(body)

@@ -60,12 +60,12 @@ class Driver:
         path = self.journal.location if self.journal is not None else None
         config = ProxyConfig(upstream_cmd="unused", journal=path)
         self._owner: Any = None
-        if self.journal is not None and hasattr(self.journal, "lineage"):
-            # The journal API with workflow ownership (after 16d5351): own the workflow, pass its lineage.
-            self._owner = self.journal.acquire(path)
-            self.interceptor = Interceptor(config, self.journal, self.journal.lineage(path))
+        journal: Any = self.journal  # typed against this tree's API; main's (16d5351+) takes a lineage instead
+        if journal is not None and hasattr(journal, "lineage"):
+            self._owner = journal.acquire(path)
+            self.interceptor = Interceptor(config, journal, journal.lineage(path))
         else:
-            self.interceptor = Interceptor(config, self.journal, path)  # type: ignore[arg-type]
+            self.interceptor = Interceptor(config, journal, path)
         self.batch = batch
         self.next_id = 1
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import contenders as cs
-from harness import Peer, PeerError, seq_call
+from harness import Peer, PeerError, RequestMaker, seq_call
 from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
 from stats import Summary, fmt, interleaved, micros
 
@@ -39,17 +39,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def pinned(seq: int) -> RequestMaker:
+    """Requests for the call at sequence ``seq`` (argument n = seq), whatever their id."""
+    return lambda ident: seq_call(ident, seq, seq)
+
+
 def fill(peer: Peer, count: int) -> None:
-    """Complete the calls at sequences 1..count (argument n = seq)."""
+    """Complete the calls at sequences 1..count."""
     for seq in range(1, count + 1):
-        peer.timed_call(lambda ident, seq=seq: seq_call(ident, seq, seq))
+        peer.timed_call(pinned(seq))
 
 
 def replays(peer: Peer, count: int) -> Iterator[int]:
     """Timed replays cycling over sequences 1..count; the first is checked to be a replay indeed."""
     first = True
     for seq in itertools.cycle(range(1, count + 1)):
-        elapsed = peer.timed_call(lambda ident, seq=seq: seq_call(ident, seq, seq))
+        elapsed = peer.timed_call(pinned(seq))
         if first:
             first = False
             _check_replayed(peer, seq)

@@ -115,15 +115,12 @@ def analyse(raw: Path) -> tuple[collections.Counter[str], collections.Counter[st
     return categories, leaves, total
 
 
-def main(argv: list[str]) -> int:
-    """Profile one proxy under one load and print where its time goes."""
-    args = parse(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-profile-"))
+def record(args: argparse.Namespace, tmp: Path, raw: Path) -> tuple[int, float]:
+    """Run the proxy under load with py-spy attached, writing collapsed stacks to ``raw``; (calls, seconds)."""
     if args.contender == "journaled":
         contender = cs.journaled(tmp / "journal.db", src=args.candidate)
     else:
         contender = cs.passthrough(src=args.candidate)
-    raw = args.out or tmp / "profile.txt"
     peer = cs.start(contender)
     try:
         for _ in range(300):
@@ -155,11 +152,22 @@ def main(argv: list[str]) -> int:
     _, spy_errors = spy.communicate()
     if spy.returncode != 0 or not raw.exists():
         raise SystemExit(f"py-spy failed ({spy.returncode}): {spy_errors.decode(errors='replace')}")
-    categories, leaves, total = analyse(raw)
+    return calls, seconds
+
+
+def main(argv: list[str]) -> int:
+    """Profile one proxy under one load and print where its time goes."""
+    args = parse(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp_name:
+        tmp = Path(tmp_name)
+        raw = args.out or tmp / "profile.txt"
+        calls, seconds = record(args, tmp, raw)
+        categories, leaves, total = analyse(raw)
+    kept = f"stacks in {raw}" if args.out else "stacks not kept (--out FILE keeps them)"
     per_sample_us = seconds * 1e6 / max(total, 1)  # main-thread wall time one sample stands for
     print(
         f"{args.contender} under a {args.load} load: {calls:,} calls in {seconds:.1f}s "
-        f"({calls / seconds:,.0f} calls/s), {total:,} main-thread samples; stacks in {raw}\n"
+        f"({calls / seconds:,.0f} calls/s), {total:,} main-thread samples; {kept}\n"
     )
     rows = [
         [name, f"{count / total:.1%}", fmt(count * per_sample_us / calls, 1)]

@@ -1,0 +1,181 @@
+"""The proxy's CPU per call, in-process: the interceptor and its parts, without pipes, processes or the loop.
+
+It feeds prepared lines straight to ``Interceptor.from_client`` / ``from_upstream`` (what the relay does for each
+read) and times them, once with the journal on the benchmark's disk (durable commits) and once on ``/dev/shm``
+(tmpfs: an fsync costs nothing there, so what is left is CPU), one call per batch and 32 per batch. Then it
+times the pieces a journaled call goes through, each alone, and lists the top functions of a cProfile run.
+
+Run: ``.venv/bin/python benchmarks/micro.py [--quick]``; ``PYTHONPATH=/path/to/candidate/src`` measures a copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import checkpoint_mcp
+from checkpoint_mcp.journal.base import utc_now
+from checkpoint_mcp.journal.sqlite import SqliteJournal
+from checkpoint_mcp.proxy.config import ProxyConfig
+from checkpoint_mcp.proxy.interceptor import Interceptor
+from checkpoint_mcp.signature import call_signature
+from checkpoint_mcp.wire import classify, dumps, member_text, set_member
+from harness import echo_call
+from report import table
+from stats import fmt, percentile
+
+SHM = Path("/dev/shm")
+RESULT = b'{"content":[{"type":"text","text":"ok"}],"isError":false}'
+
+
+def reply(ident: int, result: bytes = RESULT) -> bytes:
+    """The bundled upstream's answer to ``echo_call(ident)``."""
+    return b'{"jsonrpc":"2.0","id":%d,"result":%s}\n' % (ident, result)
+
+
+def per_call_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
+    """Median over ``repeats`` of the µs per call of ``run(calls)``."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        run(calls)
+        samples.append((time.perf_counter_ns() - start) / calls / 1000)
+    return percentile(sorted(samples), 0.5)
+
+
+class Driver:
+    """An interceptor with (or without) a journal, fed request and reply lines with fresh ids."""
+
+    def __init__(self, journal_dir: Path | None, batch: int) -> None:
+        self.journal = SqliteJournal(str(journal_dir / "journal.db")) if journal_dir is not None else None
+        path = self.journal.location if self.journal is not None else None
+        config = ProxyConfig(upstream_cmd="unused", journal=path)
+        self._owner: Any = None
+        journal: Any = self.journal  # typed against this tree's API; main's (16d5351+) takes a lineage instead
+        if journal is not None and hasattr(journal, "lineage"):
+            self._owner = journal.acquire(path)
+            self.interceptor = Interceptor(config, journal, journal.lineage(path))
+        else:
+            self.interceptor = Interceptor(config, journal, path)
+        self.batch = batch
+        self.next_id = 1
+
+    def run(self, calls: int) -> None:
+        """``calls`` calls, ``batch`` requests per read and ``batch`` replies per read."""
+        done = 0
+        while done < calls:
+            ids = range(self.next_id, self.next_id + self.batch)
+            self.next_id += self.batch
+            sent = self.interceptor.from_client([echo_call(i) for i in ids])
+            if len(sent.to_upstream) != self.batch:
+                raise RuntimeError(f"not forwarded: {sent}")
+            self.interceptor.from_upstream([reply(i) for i in ids])
+            done += self.batch
+
+    def close(self) -> None:
+        """Release the workflow and close the journal."""
+        if self._owner is not None:
+            self._owner.release()
+        if self.journal is not None:
+            self.journal.close()
+
+
+def end_to_end(disk: Path, calls: int, repeats: int) -> list[list[str]]:
+    """Rows: per-call µs of the interceptor for each journal placement and batch size."""
+    rows = []
+    for label, place in (("no journal (pass-through)", None), ("journal on /dev/shm (CPU only)", SHM)):
+        for batch in (1, 32):
+            rows.append([label, str(batch), fmt(_measure(place, batch, calls, repeats), 1)])
+    for batch in (1, 32):
+        rows.append([f"journal on {disk} (durable)", str(batch), fmt(_measure(disk, batch, calls // 4, 3), 1)])
+    return rows
+
+
+def _measure(place: Path | None, batch: int, calls: int, repeats: int) -> float:
+    with tempfile.TemporaryDirectory(dir=place) as tmp:
+        driver = Driver(Path(tmp) if place is not None else None, batch)
+        try:
+            driver.run(batch * 4)
+            return per_call_us(driver.run, max(batch, calls - calls % batch), repeats)
+        finally:
+            driver.close()
+
+
+def pieces(calls: int, repeats: int) -> list[list[str]]:
+    """Rows: µs of each step a journaled call goes through, alone."""
+    request = echo_call(7)
+    answer = reply(7)
+    text = answer.decode()
+    meta = dumps({"workflow": "/tmp/journal.db", "seq": 7, "replayed": False})
+    arguments: dict[str, Any] = {"n": 7}
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("classify(request line) (json.loads + Message)", lambda: classify(request)),
+        ("classify(reply line)", lambda: classify(answer)),
+        ("json.loads(reply line) alone", lambda: json.loads(answer)),
+        ("call_signature (RFC 8785 + SHA-256)", lambda: call_signature("echo", arguments)),
+        ("dumps(arguments)", lambda: dumps(arguments)),
+        ("dumps(_meta info)", lambda: dumps({"workflow": "/tmp/journal.db", "seq": 7, "replayed": False})),
+        ("utc_now()", utc_now),
+        ("line.decode()", answer.decode),
+        ("member_text(reply, result)", lambda: member_text(text, ("result",))),
+        (
+            "set_member(reply, result._meta.checkpoint/journal)",
+            lambda: set_member(text, ("result", "_meta", "k"), meta),
+        ),
+    ]
+    rows = []
+    for name, step in steps:
+
+        def run(n: int, step: Callable[[], object] = step) -> None:
+            for _ in range(n):
+                step()
+
+        rows.append([name, fmt(per_call_us(run, calls, repeats), 2)])
+    return rows
+
+
+def profile(calls: int, top: int) -> str:
+    """cProfile of journaled calls on /dev/shm, one per batch: the top functions by own time."""
+    with tempfile.TemporaryDirectory(dir=SHM) as tmp:
+        driver = Driver(Path(tmp), 1)
+        driver.run(100)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        driver.run(calls)
+        profiler.disable()
+        driver.close()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main(argv: list[str]) -> int:
+    """Print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny counts")
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()), help="the 'disk' journal's dir")
+    parser.add_argument("--profile", action="store_true", help="also print a cProfile of the journaled path")
+    args = parser.parse_args(argv)
+    calls, repeats = (64, 2) if args.quick else (4000, 5)
+    print(f"checkpoint_mcp from {Path(checkpoint_mcp.__file__).parent}\n")
+    header = ["Interceptor, in-process", "calls per read", "µs per call (both directions)"]
+    print(table(header, end_to_end(args.tmp, calls, repeats)))
+    print()
+    print(table(["Step of a journaled call, alone", "µs"], pieces(calls * 5, repeats)))
+    if args.profile:
+        print()
+        print(profile(calls, 30))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,61 @@
+"""Every benchmark script runs in --quick mode and writes its section: a smoke test, no timing is asserted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+# script -> extra arguments (FastMCP needs its own virtual environment: left out here)
+SCRIPTS = {
+    "latency": ["--no-fastmcp"],
+    "throughput": ["--no-fastmcp"],
+    "replay": [],
+    "scale": [],
+    "startup": ["--no-fastmcp"],
+}
+
+
+def test_every_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:
+    # All at once: each is mostly waiting on its children, so together they take about as long as the slowest.
+    runs = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCHMARKS / f"{name}.py"),
+                "--quick",
+                "--output",
+                str(tmp_path / f"{name}.md"),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        for name, extra in SCRIPTS.items()
+    }
+    failures = []
+    for name, proc in runs.items():
+        out, err = proc.communicate(timeout=90)
+        if proc.returncode != 0:
+            failures.append(f"{name} exited {proc.returncode}:\n{err.decode(errors='replace')[-2000:]}")
+            continue
+        doc = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
+        assert f"<!-- bench:{name}:start -->" in doc
+        assert f"<!-- bench:{name}:end -->" in doc
+        assert "| Target (issue 6) | Measured | Verdict |" in doc
+        assert "Quick smoke run" in out.decode()
+    assert not failures, "\n\n".join(failures)
+
+
+def test_the_micro_benchmark_runs_quick() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "micro.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "µs per call" in done.stdout

@@ -22,12 +22,34 @@ import rfc8785
 _EXACT_PREFIX = b"exact:"
 
 
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _plain(value: Any) -> bool:
+    """True when json.dumps(sort_keys=True) writes exactly the RFC 8785 bytes: no floats, safe integers, ASCII keys."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_SAFE_INTEGER <= value <= _SAFE_INTEGER)
+    if kind is dict:
+        return all(type(k) is str and k.isascii() and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain(v) for v in value)
+    return False  # floats (ES6 number formatting differs from repr), tuples, anything else
+
+
 def canonical_json(value: Any) -> bytes:
     """The canonical bytes of a JSON value: RFC 8785, or the exact-integer form (see the module docstring).
 
     Raises:
         ValueError: the value holds something JSON cannot express (NaN, infinity).
     """
+    if _plain(value):
+        try:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: rfc8785 refuses it with its own message
     try:
         return rfc8785.dumps(value)
     except rfc8785.IntegerDomainError:

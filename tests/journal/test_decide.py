@@ -36,3 +36,15 @@ def test_decide_follows_the_table(record: CallRecord | None, signature: str, exp
     assert type(decision) is expected
     if record is not None:
         assert decision.record is record  # type: ignore[union-attr]
+
+
+def test_timestamps_are_iso_8601_utc_with_milliseconds() -> None:
+    import re
+    from datetime import UTC, datetime
+
+    from checkpoint_mcp.journal.base import utc_now
+
+    stamp = utc_now()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    assert abs((datetime.now(UTC) - parsed).total_seconds()) < 5

@@ -7,11 +7,12 @@ once in portable SQL; ``sqlite.py`` and ``postgres.py`` hold only what differs b
 from __future__ import annotations
 
 import enum
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from typing import Any
 
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
@@ -192,9 +193,16 @@ def decide(record: CallRecord | None, signature: str) -> Decision:
     return Replay(record)
 
 
+_SECOND: list[Any] = [-1, ""]
+
+
 def utc_now() -> str:
     """The current time as ISO 8601 UTC with milliseconds, as stored in the journal."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    now = time.time()
+    second = int(now)
+    if second != _SECOND[0]:
+        _SECOND[0], _SECOND[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
 class JournalBatch(ABC):

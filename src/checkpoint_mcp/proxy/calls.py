@@ -37,7 +37,7 @@ from checkpoint_mcp.journal.base import (
 )
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
-from checkpoint_mcp.wire import dumps, raw_response_line, set_member
+from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ class CallJournal:
         self._cursor = 1 if config.replay_from_start else journal.max_seq(lineage) + 1
         self._awaiting: list[_AwaitingInput] = []
         self._running: set[tuple[str, int]] = set()
+        self._quoted: dict[str, str] = {}
 
     @property
     def lineage(self) -> Lineage:
@@ -246,9 +247,33 @@ class CallJournal:
         except ValueError:
             return result_text  # not an object: nothing to annotate
 
+    def _info(self, workflow: str, seq: int, replayed: bool) -> str:
+        quoted = self._quoted.get(workflow)
+        if quoted is None:
+            quoted = self._quoted[workflow] = dumps(workflow)
+        return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}}}'
+
+    def completed(self, line_text: str, result: Any, claimed: Claimed) -> tuple[str, bytes]:
+        """One scan of the reply: (the result's exact text for the journal, the line with the journal's _meta)."""
+        try:
+            members, _ = object_members(line_text, 0)
+        except ValueError:
+            return "null", line_text.encode()
+        span = members.get("result")
+        if span is None:
+            return "null", self.annotate(line_text, claimed)
+        start, end = span
+        outcome = line_text[start:end]
+        if isinstance(result, dict) and "_meta" not in result and line_text[start] == "{":
+            info = self._info(claimed.workflow, claimed.seq, False)
+            separator = "," if result else ""
+            annotated = f'{line_text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{line_text[start + 1 :]}'
+            return outcome, annotated.encode()
+        return outcome, self.annotate(line_text, claimed)
+
     def annotate(self, line_text: str, claimed: Claimed) -> bytes:
         """The upstream's response line with the journal's ``_meta`` added to its result."""
-        info = dumps({"workflow": claimed.workflow, "seq": claimed.seq, "replayed": False})
+        info = self._info(claimed.workflow, claimed.seq, False)
         try:
             return set_member(line_text, ("result", "_meta", META_KEY), info).encode()
         except ValueError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,26 @@ class _LazyBatch:
         cm, self._cm, self._batch = self._cm, None, None
         if cm is not None:
             cm.__exit__(None, None, None)
+
+
+# The usual head of a response line: its id without a JSON parse (any other spelling takes the slow path).
+_RESPONSE_HEAD = re.compile(
+    rb'\{"jsonrpc":"2\.0","id":(?:(-?[1-9][0-9]{0,15}|0)|"([^"\\]{0,200})"),"(?:result|error)":'
+)
+
+
+def _head_key(line: bytes) -> tuple[str, Any] | None:
+    """The ``id_key`` of a response line that starts the usual way, without parsing it; None otherwise."""
+    head = _RESPONSE_HEAD.match(line)
+    if head is None:
+        return None
+    number, string = head.groups()
+    if number is not None:
+        return ("int", int(number))
+    try:
+        return ("str", string.decode())
+    except UnicodeDecodeError:
+        return None
 
 
 class Interceptor:
@@ -288,6 +309,16 @@ class Interceptor:
         out: list[bytes] = []
         finished: list[tuple[Claimed, CallState, str]] = []
         for line in lines:
+            key = _head_key(line)
+            if key is not None:
+                plain = self._in_flight.get(key)
+                if plain is None:
+                    out.append(line)
+                    continue
+                if plain.claimed is None and plain.track is _Track.PLAIN:
+                    del self._in_flight[key]
+                    out.append(line)
+                    continue
             entry = None
             message = None
             try:
@@ -321,8 +352,9 @@ class Interceptor:
             # Not a completion: the client will retry with inputResponses; the row stays PENDING until then.
             self._calls.awaiting_input(claimed, result.get("requestState"))
             return self._calls.annotate(text, claimed)
-        finished.append((claimed, CallState.COMPLETED, member_text(text, ("result",)) or "null"))
-        return self._calls.annotate(text, claimed)
+        outcome, annotated = self._calls.completed(text, result, claimed)
+        finished.append((claimed, CallState.COMPLETED, outcome))
+        return annotated
 
     def _record_outcomes(self, finished: list[tuple[Claimed, CallState, str]]) -> None:
         assert self._journal is not None

@@ -35,6 +35,8 @@ DRAIN_SECONDS = 10.0  # after the client leaves: how long answers to calls in fl
 EXIT_GRACE_SECONDS = 2.0  # after closing the upstream's stdin: how long it has to exit on its own
 TERM_GRACE_SECONDS = 2.0  # after SIGTERM to the upstream's process group: how long before SIGKILL
 READ_CHUNK = 1 << 18  # for a client stdin that is a regular file
+# A pipe holds 64 KiB; asyncio's default 256 KiB read buffer can cost an mmap, mremap and munmap per read.
+PIPE_READ = 1 << 16
 WRITE_BUFFER_HIGH = 1 << 22  # bytes queued for one side before the other side is paused
 
 
@@ -313,6 +315,7 @@ class Relay:
             preexec_fn=_die_with_parent,
         )
         self._upstream_transport = transport
+        transport.get_pipe_transport(1).max_size = PIPE_READ  # type: ignore[union-attr]
         self._upstream_proto = proto
         stdin = transport.get_pipe_transport(0)
         assert isinstance(stdin, asyncio.WriteTransport)
@@ -339,6 +342,7 @@ class Relay:
         reader = _Reader(self.client_data, self.client_eof)
         try:
             transport, _ = await loop.connect_read_pipe(lambda: reader, self._client_in)
+            transport.max_size = PIPE_READ  # type: ignore[attr-defined]
             self._client_reader = transport
         except ValueError:
             # A regular file (``checkpoint … < requests.jsonl``): no pipe transport; read it in a thread.

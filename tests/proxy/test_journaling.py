@@ -12,7 +12,7 @@ from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd
+from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd, wait_until
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_a_pending_row_is_refused_as_in_doubt_and_the_upstream_is_not_called(
 ) -> None:
     with proxy(journal, effects) as p:
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
-        p.initialize()  # a round trip proves the hang call was forwarded
+        wait_until(lambda: len(read_effects(effects)) == 1, what="the upstream to start the call")
         p.kill()
     [row] = rows(journal)
     assert row.state is CallState.PENDING

@@ -99,3 +99,22 @@ def test_different_workflows_in_one_journal_file_run_concurrently(journal: str, 
         assert [r.seq for r in rows] == list(range(1, 11))
         assert all(r.state is CallState.COMPLETED for r in rows)
         assert sorted(r.arguments for r in rows) == sorted(f'{{"to":"{name}-{i}"}}' for i in range(10))
+
+
+def test_proxies_creating_a_new_journal_at_the_same_moment_all_start(tmp_path: Path) -> None:
+    for attempt in range(5):
+        location = str(tmp_path / f"new-{attempt}.db")
+        proxies = [
+            ProxyProcess(
+                "--upstream-cmd", server_cmd("effects_server.py"), "--journal", location, "--workflow-id", f"w{i}"
+            )
+            for i in range(4)
+        ]
+        try:
+            for p in proxies:
+                assert p.request("ping")["result"] == {}, p.stderr
+            for p in proxies:
+                assert p.close() == 0
+        finally:
+            for p in proxies:
+                p.__exit__(None, None, None)

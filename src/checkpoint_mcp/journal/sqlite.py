@@ -19,15 +19,16 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 APPLICATION_ID = 0x43484B50  # "CHKP": marks the file as a Checkpoint journal
 SCHEMA_VERSION = 2
@@ -48,6 +49,22 @@ def _translated(location: str, action: str) -> Iterator[None]:
         if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
             raise JournalUnavailable(f"cannot {action} journal {location}: {text}") from exc
         raise JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)") from exc
+
+
+def _while_busy(action: Callable[[], T]) -> T:
+    """Run ``action``, retrying while another process holds a lock SQLite does not wait for (bounded).
+
+    Raises:
+        JournalUnavailable: still locked after BUSY_TIMEOUT_SECONDS, or any other failure.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            return action()
+        except JournalUnavailable as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 class _FileOwnership(Ownership):
@@ -89,21 +106,38 @@ class SqliteJournal(SqlJournal):
             raise
 
     def _prepare(self) -> None:
-        with _translated(self.path, "open"):
-            application_id = self._con.execute("PRAGMA application_id").fetchone()[0]
-            version = self._con.execute("PRAGMA user_version").fetchone()[0]
-            has_tables = self._con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        application_id, version, has_tables = _while_busy(self._identify)
         if application_id != APPLICATION_ID and (has_tables or application_id != 0):
             raise JournalCorrupt(f"{self.path} is an SQLite file but not a Checkpoint journal; refusing to touch it")
         if version > SCHEMA_VERSION:
             raise JournalVersionError(version, SCHEMA_VERSION)
+        mode = _while_busy(self._wal)
+        if mode != "wal":
+            raise JournalUnavailable(f"cannot put journal {self.path} in WAL mode (got {mode!r})")
         with _translated(self.path, "open"):
-            mode = self._con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode != "wal":
-                raise JournalUnavailable(f"cannot put journal {self.path} in WAL mode (got {mode!r})")
             self._con.execute("PRAGMA synchronous=FULL")
             if version < SCHEMA_VERSION:
                 self._migrate()
+
+    def _identify(self) -> tuple[int, int, bool]:
+        """application_id, user_version and whether there are tables, read in one snapshot.
+
+        One transaction, so a concurrent first migration is seen whole or not at all.
+        """
+        with _translated(self.path, "open"):
+            self._con.execute("BEGIN")
+            try:
+                application_id = int(self._con.execute("PRAGMA application_id").fetchone()[0])
+                version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
+                has_tables = self._con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+            finally:
+                self._con.execute("COMMIT")
+        return application_id, version, has_tables
+
+    def _wal(self) -> str:
+        # Switching a new file to WAL takes an exclusive lock without calling the busy handler.
+        with _translated(self.path, "open"):
+            return str(self._con.execute("PRAGMA journal_mode=WAL").fetchone()[0])
 
     def _migrate(self) -> None:
         self._con.execute("BEGIN IMMEDIATE")

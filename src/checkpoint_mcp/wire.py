@@ -12,8 +12,7 @@ import enum
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
@@ -36,8 +35,7 @@ class WireParseError(ValueError):
     """The line is not valid JSON (or not UTF-8)."""
 
 
-@dataclass(slots=True, frozen=True)
-class Message:
+class Message(NamedTuple):
     """One classified line. ``body`` is the parsed value; ``id`` is meaningful only when ``has_id``."""
 
     kind: Kind

@@ -11,8 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
@@ -33,8 +32,7 @@ class CallState(enum.Enum):
     FAILED = "FAILED"
 
 
-@dataclass(frozen=True, slots=True)
-class CallRecord:
+class CallRecord(NamedTuple):
     """One row of the journal: a tools/call at a sequence of a workflow, and what became of it."""
 
     workflow: str
@@ -54,8 +52,7 @@ class CallRecord:
         return self.arguments == REDACTED_ARGUMENTS
 
 
-@dataclass(frozen=True, slots=True)
-class Branch:
+class Branch(NamedTuple):
     """One workflow of a lineage: its own rows count from sequence ``start`` on."""
 
     workflow: str
@@ -63,8 +60,7 @@ class Branch:
     collected_through: int = 0  # `gc` removed finished rows up to this sequence
 
 
-@dataclass(frozen=True, slots=True)
-class Lineage:
+class Lineage(NamedTuple):
     """The workflow a proxy writes to (the head) and the branches it inherits from, newest first.
 
     A branch forked from its parent at sequence N shares the parent's calls below N and has its own from N on;
@@ -100,8 +96,7 @@ class Lineage:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerInfo:
+class OwnerInfo(NamedTuple):
     """Who owns a workflow: the live proxy (or operator command) holding its lock."""
 
     pid: int
@@ -114,8 +109,7 @@ class OwnerInfo:
         return f"pid {self.pid} on {self.host} since {self.since} ({self.command})"
 
 
-@dataclass(frozen=True, slots=True)
-class WorkflowSummary:
+class WorkflowSummary(NamedTuple):
     """One workflow as `checkpoint journal ls` shows it."""
 
     workflow: str
@@ -123,7 +117,7 @@ class WorkflowSummary:
     parent: str | None
     fork_seq: int | None
     created_at: str
-    counts: dict[CallState, int] = field(default_factory=dict)
+    counts: dict[CallState, int]
     last_activity: str | None = None
     owner: OwnerInfo | None = None
 
@@ -136,8 +130,7 @@ class ResolveAction(enum.Enum):
     RELEASED = "released"  # forget it: the next call at that sequence runs again (a decision to re-execute)
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(NamedTuple):
     """The audit record of one `checkpoint journal resolve`."""
 
     workflow: str
@@ -151,27 +144,23 @@ class Resolution:
     at: str
 
 
-@dataclass(frozen=True, slots=True)
-class Proceed:
+class Proceed(NamedTuple):
     """No row at this sequence: reserve PENDING, then call the upstream."""
 
 
-@dataclass(frozen=True, slots=True)
-class Replay:
+class Replay(NamedTuple):
     """A finished call with the same signature: answer from the journal, do not call the upstream."""
 
     record: CallRecord
 
 
-@dataclass(frozen=True, slots=True)
-class Diverge:
+class Diverge(NamedTuple):
     """A finished call with another signature: refuse (or fork)."""
 
     record: CallRecord
 
 
-@dataclass(frozen=True, slots=True)
-class InDoubtAt:
+class InDoubtAt(NamedTuple):
     """A PENDING row: the call may or may not have run; refuse until an operator reconciles it."""
 
     record: CallRecord

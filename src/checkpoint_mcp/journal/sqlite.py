@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -225,7 +224,7 @@ class SqliteJournal(SqlJournal):
         info = {
             "workflow": root,
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            "host": os.uname().nodename,
             "since": utc_now(),
             "command": command,
         }

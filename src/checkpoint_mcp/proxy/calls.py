@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import (
@@ -67,8 +66,7 @@ class BatchSource(Protocol):
     def get(self) -> JournalBatch: ...
 
 
-@dataclass(slots=True)
-class Claimed:
+class Claimed(NamedTuple):
     """A call that goes upstream; its PENDING row is in the open batch (or was, for a continued round)."""
 
     workflow: str
@@ -78,8 +76,7 @@ class Claimed:
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
 
 
-@dataclass(slots=True)
-class _AwaitingInput:
+class _AwaitingInput(NamedTuple):
     """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
 
     claimed: Claimed

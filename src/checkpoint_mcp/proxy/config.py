@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class ProxyConfig:
+class ProxyConfig(NamedTuple):
     """Everything `checkpoint --upstream-cmd …` was told; see the README's flags table."""
 
     upstream_cmd: str

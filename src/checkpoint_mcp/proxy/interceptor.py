@@ -13,7 +13,6 @@ import enum
 import logging
 import re
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint_mcp import debug
@@ -66,21 +65,27 @@ _TRACK_BY_METHOD = {
 }
 
 
-@dataclass(slots=True)
 class _InFlight:
-    track: _Track
-    ident: Any
-    claimed: Claimed | None = None  # for TOOL_CALL
-    cancelled: bool = False
+    """A request from the client waiting for its response."""
+
+    __slots__ = ("cancelled", "claimed", "ident", "track")
+
+    def __init__(self, track: _Track, ident: Any, claimed: Claimed | None = None) -> None:
+        self.track = track
+        self.ident = ident
+        self.claimed = claimed  # for TOOL_CALL
+        self.cancelled = False
 
 
-@dataclass(slots=True)
 class ClientBatch:
     """What to write after one batch of client lines, in order."""
 
-    to_upstream: list[bytes] = field(default_factory=list)
-    to_client: list[bytes] = field(default_factory=list)
-    journaled: bool = False  # a PENDING row was committed for a call in ``to_upstream``
+    __slots__ = ("journaled", "to_client", "to_upstream")
+
+    def __init__(self) -> None:
+        self.to_upstream: list[bytes] = []
+        self.to_client: list[bytes] = []
+        self.journaled = False  # a PENDING row was committed for a call in ``to_upstream``
 
 
 class _LazyBatch:

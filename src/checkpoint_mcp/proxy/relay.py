@@ -22,12 +22,13 @@ import contextlib
 import logging
 import os
 import signal
-import sys
+import subprocess
 from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.proxy.interceptor import Interceptor, internal_error_replies
+from checkpoint_mcp.proxy.upstream import describe_status, group_alive, signal_group
 
 logger = logging.getLogger(__name__)
 
@@ -110,58 +111,17 @@ class _Writer(asyncio.Protocol):
         self._on_lost()
 
 
-class _Upstream(asyncio.SubprocessProtocol):
-    def __init__(self, relay: Relay) -> None:
-        self._relay = relay
-        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self._relay.upstream_data(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self._relay.upstream_eof()
-        elif fd == 0:
-            self._relay.upstream_stdin_lost()
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(0)
-
-    # asyncio forwards the stdin pipe's flow control here: when the upstream stops reading, stop the client.
-    def pause_writing(self) -> None:
-        self._relay.pause_client_reader(True)
-
-    def resume_writing(self) -> None:
-        self._relay.pause_client_reader(False)
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: ask the kernel to SIGKILL it when the proxy dies (Linux only)."""
-    if sys.platform == "linux":
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def describe_status(returncode: int | None) -> str:
-    """A returncode as words: ``exit code 3``, ``killed by SIGKILL``."""
-    if returncode is None:
-        return "closed its stdout"
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
-
-
 class Relay:
     """One proxy session: spawn the upstream, pump both directions, shut down cleanly."""
 
-    def __init__(self, upstream_cmd: str, interceptor: Interceptor, client_in: IO[bytes], client_out: IO[bytes]):
-        self._cmd = upstream_cmd
+    def __init__(
+        self,
+        upstream: subprocess.Popen[bytes],
+        interceptor: Interceptor,
+        client_in: IO[bytes],
+        client_out: IO[bytes],
+    ):
+        self._upstream = upstream
         self._interceptor = interceptor
         self._client_in = client_in
         self._client_out = client_out
@@ -175,9 +135,9 @@ class Relay:
         self._client_reader: asyncio.ReadTransport | None = None
         self._client_writer: _Sink | None = None
         self._client_writer_alive = True
-        self._upstream_transport: asyncio.SubprocessTransport | None = None
+        self._upstream_reader: asyncio.ReadTransport | None = None
         self._upstream_stdin: asyncio.WriteTransport | None = None
-        self._upstream_proto: _Upstream | None = None
+        self._upstream_exited: asyncio.Future[int] | None = None
 
     # ---- data paths (called by the protocols) --------------------------------------------------------------
 
@@ -271,10 +231,8 @@ class Relay:
                 self._client_reader.resume_reading()
 
     def _pause_upstream_reader(self, paused: bool) -> None:
-        if self._upstream_transport is None:
-            return
-        reader = self._upstream_transport.get_pipe_transport(1)
-        if isinstance(reader, asyncio.ReadTransport) and not reader.is_closing():
+        reader = self._upstream_reader
+        if reader is not None and not reader.is_closing():
             if paused:
                 reader.pause_reading()
             else:
@@ -296,34 +254,12 @@ class Relay:
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def run(self) -> int:
-        """Run until the client or the upstream leaves; return the process exit code.
-
-        Raises:
-            UpstreamError: the upstream command could not be started.
-        """
+        """Run until the client or the upstream leaves; return the process exit code."""
         loop = asyncio.get_running_loop()
         await self._connect_client_writer(loop)
-        transport, proto = await loop.subprocess_exec(
-            lambda: _Upstream(self),
-            "/bin/sh",
-            "-c",
-            self._cmd,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=None,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-        self._upstream_transport = transport
-        transport.get_pipe_transport(1).max_size = PIPE_READ  # type: ignore[union-attr]
-        self._upstream_proto = proto
-        stdin = transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)
-        self._upstream_stdin = stdin
-        stdin.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        await self._adopt_upstream(loop)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.on_signal, signum)
-        logger.info("upstream started (pid %d): %s", transport.get_pid(), self._cmd)
         await self._connect_client_reader(loop)
 
         client_gone = asyncio.ensure_future(self._client_gone.wait())
@@ -337,6 +273,35 @@ class Relay:
             task.cancel()
         await self._flush_client()
         return code
+
+    async def _adopt_upstream(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Pump the already running child's pipes, and learn when it exits (a pidfd, else a thread)."""
+        proc = self._upstream
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        reader, _ = await loop.connect_read_pipe(lambda: _Reader(self.upstream_data, self.upstream_eof), proc.stdout)
+        reader.max_size = PIPE_READ  # type: ignore[attr-defined]
+        self._upstream_reader = reader
+        writer, _ = await loop.connect_write_pipe(
+            lambda: _Writer(self.pause_client_reader, self.upstream_stdin_lost), proc.stdin
+        )
+        writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self._upstream_stdin = writer
+        exited: asyncio.Future[int] = loop.create_future()
+        self._upstream_exited = exited
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            loop.run_in_executor(None, _wait_into, proc, loop, exited)
+        else:
+
+            def reap() -> None:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+                if not exited.done():
+                    exited.set_result(proc.wait())
+
+            loop.add_reader(pidfd, reap)
 
     async def _connect_client_reader(self, loop: asyncio.AbstractEventLoop) -> None:
         reader = _Reader(self.client_data, self.client_eof)
@@ -401,37 +366,34 @@ class Relay:
 
     async def _exit_status(self, timeout: float) -> str:
         """Wait up to ``timeout`` for the upstream process to exit; describe how it ended."""
-        assert self._upstream_proto is not None
-        assert self._upstream_transport is not None
+        assert self._upstream_exited is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                await asyncio.shield(self._upstream_proto.exited)
-        if not self._upstream_proto.exited.done():
+                await asyncio.shield(self._upstream_exited)
+        if not self._upstream_exited.done():
             return "still running"
-        return describe_status(self._upstream_transport.get_returncode())
+        return describe_status(self._upstream.returncode)
 
     def _kill_group(self, signum: int) -> None:
-        if self._upstream_transport is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._upstream_transport.get_pid(), signum)
+        signal_group(self._upstream.pid, signum)
 
     async def _reap_group(self) -> None:
         """Wait until no process of the upstream's group is left, escalating to SIGKILL."""
-        assert self._upstream_transport is not None
-        pgid = self._upstream_transport.get_pid()
+        pgid = self._upstream.pid
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TERM_GRACE_SECONDS
-        while _group_alive(pgid):
+        while group_alive(pgid):
             if loop.time() >= deadline:
                 self._kill_group(signal.SIGKILL)
                 deadline = loop.time() + TERM_GRACE_SECONDS
             await asyncio.sleep(0.01)
-        assert self._upstream_proto is not None
+        assert self._upstream_exited is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(TERM_GRACE_SECONDS):
-                await asyncio.shield(self._upstream_proto.exited)
-        self._upstream_transport.close()
+                await asyncio.shield(self._upstream_exited)
+        for transport in (self._upstream_reader, self._upstream_stdin):
+            if transport is not None:
+                transport.close()
 
     async def _flush_client(self) -> None:
         if self._client_reader is not None:
@@ -445,33 +407,15 @@ class Relay:
             writer.close()
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while some process of group ``pgid`` is still running.
+def _wait_into(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: asyncio.Future[int]) -> None:
+    """Without pidfds: wait for the child on a thread and report to the loop."""
+    code = proc.wait()
 
-    Zombies do not count: an orphaned grandchild that has exited waits for init to reap it, which may take a
-    while in a container, but it can no longer do anything.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not os.path.isdir("/proc/self"):
-        return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    def report() -> None:
+        if not exited.done():
+            exited.set_result(code)
+
+    loop.call_soon_threadsafe(report)
 
 
 async def _first(*aws: Any) -> None:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
 from contextlib import ExitStack
 from typing import IO
 
+from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.proxy.interceptor import Interceptor
-from checkpoint_mcp.proxy.relay import Relay
+from checkpoint_mcp.proxy.upstream import spawn
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +49,19 @@ def run_proxy(config: ProxyConfig) -> int:
             logger.info("journal %s, workflow %r (writing to %r)", journal.location, root, lineage.head)
         elif config.workflow_id is not None or config.replay_from_start:
             logger.warning("--workflow-id and --replay-from-start have no effect without --journal")
+        # Start the upstream now, before the event loop and the interceptor are imported: its own start-up
+        # overlaps with ours.
+        try:
+            upstream = spawn(config.upstream_cmd)
+        except OSError as exc:
+            raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+        logger.info("upstream started (pid %d): %s", upstream.pid, config.upstream_cmd)
+        import asyncio
+
+        from checkpoint_mcp.proxy.interceptor import Interceptor
+        from checkpoint_mcp.proxy.relay import Relay
+
         interceptor = Interceptor(config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(config.upstream_cmd, interceptor, client_in, client_out)
+        relay = Relay(upstream, interceptor, client_in, client_out)
         return asyncio.run(relay.run())

@@ -76,9 +76,11 @@ class Driver:
             ids = range(self.next_id, self.next_id + self.batch)
             self.next_id += self.batch
             sent = self.interceptor.from_client([echo_call(i) for i in ids])
-            if len(sent.to_upstream) != self.batch:
+            forwarded = sent.to_upstream + self.interceptor.flush().to_upstream
+            if len(forwarded) != self.batch:
                 raise RuntimeError(f"not forwarded: {sent}")
             self.interceptor.from_upstream([reply(i) for i in ids])
+            self.interceptor.flush()
             done += self.batch
 
     def close(self) -> None:

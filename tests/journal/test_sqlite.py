@@ -27,44 +27,61 @@ def test_a_new_journal_is_in_wal_mode_with_full_synchronous_commits(journal: Sql
     assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_a_reserved_call_is_visible_to_another_connection_once_committed(
+def test_a_reserved_call_is_visible_in_its_unit_and_to_others_once_committed(
     journal: SqliteJournal, tmp_path: Path
 ) -> None:
     lineage = journal.lineage("wf")
-    with journal.batch() as batch:
-        batch.reserve("wf", 1, "send", '{"to":"a"}', "sig")
-        assert batch.read(lineage, 1) is not None  # visible inside the transaction
-        other = sqlite3.connect(tmp_path / "j.db")
-        assert other.execute("SELECT count(*) FROM calls").fetchone()[0] == 0  # not before the commit
-        other.close()
+    unit = journal.unit()
+    unit.reserve("wf", 1, "send", '{"to":"a"}', "sig")
+    pending = unit.read(lineage, 1)
+    assert pending is not None  # the unit sees its own pending row
+    assert pending.state is CallState.PENDING
+    assert journal.calls("wf") == []  # nobody else does before the commit
+    unit.commit()
+    assert unit.empty
     other = sqlite3.connect(tmp_path / "j.db")
     assert other.execute("SELECT state FROM calls").fetchall() == [("PENDING",)]
     other.close()
 
 
-def test_finish_moves_only_pending_rows(journal: SqliteJournal) -> None:
-    with journal.batch() as batch:
-        batch.reserve("wf", 1, "send", "{}", "sig")
-    with journal.batch() as batch:
-        assert batch.finish("wf", 1, CallState.COMPLETED, '{"ok":true}') is True
-    with journal.batch() as batch:
-        assert batch.finish("wf", 1, CallState.FAILED, "{}") is False
-    [record] = journal.calls("wf")
-    assert record.state is CallState.COMPLETED
+def test_one_commit_writes_many_calls_of_both_kinds(journal: SqliteJournal) -> None:
+    lineage = journal.lineage("wf")
+    unit = journal.unit()
+    for seq in (1, 2, 3):
+        unit.reserve("wf", seq, "send", "{}", f"sig{seq}", key=f"k{seq}")
+    unit.commit()
+    unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
+    unit.finish("wf", 2, CallState.FAILED, '{"code":1,"message":"m"}')
+    unit.reserve("wf", 4, "send", "{}", "sig4")
+    assert unit.read_key(lineage, "k2") is not None
+    unit.commit()
+    states = {r.seq: r.state for r in journal.calls("wf")}
+    assert states == {1: CallState.COMPLETED, 2: CallState.FAILED, 3: CallState.PENDING, 4: CallState.PENDING}
+    [record] = [r for r in journal.calls("wf") if r.seq == 1]
     assert record.outcome == '{"ok":true}'
     assert record.finished_at is not None
-    assert journal.max_seq(journal.lineage("wf")) == 1
+    assert journal.max_seq(journal.lineage("wf")) == 4
     assert journal.max_seq(journal.lineage("other")) == 0
 
 
-def test_an_exception_inside_a_batch_rolls_everything_back(journal: SqliteJournal) -> None:
-    def write_then_fail() -> None:
-        with journal.batch() as batch:
-            batch.reserve("wf", 1, "send", "{}", "sig")
-            raise RuntimeError("boom")
+def test_finishing_a_call_that_is_no_longer_pending_changes_nothing(journal: SqliteJournal) -> None:
+    unit = journal.unit()
+    unit.reserve("wf", 1, "send", "{}", "sig")
+    unit.commit()
+    unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
+    unit.commit()
+    unit.finish("wf", 1, CallState.FAILED, "{}")
+    unit.commit()
+    [record] = journal.calls("wf")
+    assert record.state is CallState.COMPLETED
 
-    with pytest.raises(RuntimeError, match="boom"):
-        write_then_fail()
+
+def test_a_failed_commit_writes_nothing_of_its_unit(journal: SqliteJournal) -> None:
+    unit = journal.unit()
+    unit.reserve("wf", 1, "send", "{}", "sig")
+    unit.reserve("wf", 1, "send", "{}", "sig")  # the same key twice: the transaction fails as a whole
+    with pytest.raises(JournalUnavailable):
+        unit.commit()
     assert journal.calls("wf") == []
 
 
@@ -110,15 +127,17 @@ def test_a_missing_directory_is_unavailable(tmp_path: Path) -> None:
         SqliteJournal(str(tmp_path / "nope" / "j.db"))
 
 
-def test_a_write_lock_held_elsewhere_makes_the_batch_unavailable(
+def test_a_write_lock_held_elsewhere_makes_the_commit_unavailable(
     journal: SqliteJournal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     journal._con.execute("PRAGMA busy_timeout = 100")
     other = sqlite3.connect(tmp_path / "j.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(JournalUnavailable, match="locked"), journal.batch() as batch:
-            batch.reserve("wf", 1, "t", "{}", "s")
+        unit = journal.unit()
+        unit.reserve("wf", 1, "t", "{}", "s")
+        with pytest.raises(JournalUnavailable, match="locked"):
+            unit.commit()
     finally:
         other.execute("ROLLBACK")
         other.close()

@@ -107,4 +107,4 @@ def test_a_journal_write_that_fails_refuses_the_call_before_the_upstream_sees_it
     journal = SqliteJournal(str(tmp_path / "j.db"))
     states = [(r.seq, r.state) for r in journal.calls(str(tmp_path / "j.db"))]
     journal.close()
-    assert states == [(1, CallState.COMPLETED), (2, CallState.COMPLETED)]  # the refused call took no sequence
+    assert states == [(1, CallState.COMPLETED), (3, CallState.COMPLETED)]  # #2, refused, stays unused

@@ -10,7 +10,6 @@ import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 REDACTED_ARGUMENTS = '"«redacted»"'
@@ -194,12 +193,17 @@ def utc_now() -> str:
     return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
-class JournalBatch(ABC):
-    """Reads and writes inside one open transaction of a ``Journal``; nothing here commits."""
+class UnitOfWork(ABC):
+    """The journal writes of one turn of the proxy, made durable together by ``commit``.
+
+    Writes are recorded, not executed, until ``commit``; reads see the journal as committed plus this unit's
+    own pending writes. Nothing a caller does with a pending write may reach the outside world before
+    ``commit`` returns.
+    """
 
     @abstractmethod
     def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
-        """The row that counts at ``seq`` in ``lineage``, including rows written earlier in this batch."""
+        """The row that counts at ``seq`` in ``lineage``, this unit's pending rows included."""
 
     @abstractmethod
     def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
@@ -209,15 +213,30 @@ class JournalBatch(ABC):
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
-        """Insert a PENDING row."""
+        """Insert a PENDING row (at commit)."""
 
     @abstractmethod
-    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
-        """Move a PENDING row to COMPLETED or FAILED; False if it was no longer PENDING."""
+    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
+        """Move a PENDING row to COMPLETED or FAILED (at commit)."""
 
     @abstractmethod
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
-        """Create a branch of ``lineage`` at ``seq``; the returned lineage has it as head."""
+        """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
+
+    @property
+    @abstractmethod
+    def empty(self) -> bool:
+        """True when nothing is waiting to be written."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Write everything recorded, durably, in one transaction, and start over empty.
+
+        Raises:
+            JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly
+                everything: its PENDING rows are then in doubt, which is safe).
+            JournalLost: the journal is gone for good.
+        """
 
 
 class Ownership(ABC):
@@ -259,11 +278,8 @@ class Journal(ABC):
         """The highest sequence that counts in ``lineage``, 0 if none."""
 
     @abstractmethod
-    def batch(self) -> AbstractContextManager[JournalBatch]:
-        """Open a write transaction; it commits, durably, when the block exits without an exception.
-
-        Several calls' rows share one commit this way (group commit).
-        """
+    def unit(self) -> UnitOfWork:
+        """An empty unit of work: the writes of several calls made durable by one commit (group commit)."""
 
     # ---- what an operator needs ---------------------------------------------------------------------------
 

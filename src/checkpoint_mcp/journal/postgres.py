@@ -159,7 +159,7 @@ class PostgresJournal(SqlJournal):
         assert psycopg is not None
         try:
             yield
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, psycopg.IntegrityError) as exc:
             raise JournalUnavailable(f"cannot {action} journal {self.location}: {self._scrub(str(exc))}") from None
         except psycopg.Error as exc:
             raise JournalCorrupt(f"cannot {action} journal {self.location}: {self._scrub(str(exc))}") from None
@@ -283,6 +283,18 @@ class PostgresJournal(SqlJournal):
             with self._translated("write"):
                 transaction.__enter__()
         return _Entered(transaction)
+
+    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """BEGIN … COMMIT around the statements (BEGIN can be retried on a dead connection; a bare statement
+        could not be).
+
+        Raises:
+            JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
+        """
+        with self.transaction(), self._conn.cursor() as cursor:
+            for sql, rows in groups:
+                cursor.executemany(_dialect(sql), rows)
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

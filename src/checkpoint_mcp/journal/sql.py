@@ -9,8 +9,8 @@ they compare as strings and read the same everywhere.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
@@ -19,10 +19,10 @@ from checkpoint_mcp.journal.base import (
     CallRecord,
     CallState,
     Journal,
-    JournalBatch,
     Lineage,
     Resolution,
     ResolveAction,
+    UnitOfWork,
     WorkflowSummary,
     utc_now,
 )
@@ -116,27 +116,47 @@ def _record(row: Sequence[Any]) -> CallRecord:
     )
 
 
-class _SqlBatch(JournalBatch):
-    """The statements of one open transaction; every driver error is translated at ``_run``."""
+_INSERT_CALL = (
+    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key)"
+    " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)"
+)
+_FINISH_CALL = (
+    "UPDATE calls SET state = ?, outcome = ?, finished_at = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
+)
+_INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
+
+
+class _SqlUnit(UnitOfWork):
+    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit."""
 
     def __init__(self, journal: SqlJournal) -> None:
         self._j = journal
+        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+        self._rows: dict[tuple[str, int], CallRecord] = {}
+        self._keys: dict[tuple[str, str], CallRecord] = {}
+        self._branches: dict[str, int] = {}
 
-    def _run(self, sql: str, params: Sequence[Any]) -> Cursor:
-        with self._j.errors("write"):
-            return self._j.execute(sql, params)
+    @property
+    def empty(self) -> bool:
+        return not self._ops
 
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
-        with self._j.errors("read"):
+        with self._j.reading():
             return self._j.execute(sql, params).fetchone()
 
     def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
         branch = lineage.branch_at(seq)
+        pending = self._rows.get((branch.workflow, seq))
+        if pending is not None:
+            return pending
         row = self._one(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (branch.workflow, seq))
         return _record(row) if row else None
 
     def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
         for branch, start, limit in lineage.ranges():
+            pending = self._keys.get((branch.workflow, key))
+            if pending is not None and pending.seq >= start and (limit is None or pending.seq < limit):
+                return pending
             sql = f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND idempotency_key = ? AND seq >= ?"
             params: tuple[Any, ...] = (branch.workflow, key, start)
             if limit is not None:
@@ -150,29 +170,41 @@ class _SqlBatch(JournalBatch):
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
-        self._run(
-            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key)"
-            " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)",
-            (workflow, seq, tool, arguments, signature, utc_now(), key),
-        )
+        now = utc_now()
+        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key)))
+        record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+        self._rows[(workflow, seq)] = record
+        if key is not None:
+            self._keys[(workflow, key)] = record
 
-    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> bool:
-        cursor = self._run(
-            "UPDATE calls SET state = ?, outcome = ?, finished_at = ?"
-            " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'",
-            (state.value, outcome, utc_now(), workflow, seq),
-        )
-        return cursor.rowcount == 1
+    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
+        self._ops.append((_FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
         count = self._one("SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,))[0]
-        name = f"{root}~{int(count) + 1}"
-        self._run(
-            "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)",
-            (name, root, lineage.head, seq, utc_now()),
-        )
+        count = int(count) + self._branches.get(root, 0)
+        self._branches[root] = self._branches.get(root, 0) + 1
+        name = f"{root}~{count + 1}"
+        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, utc_now())))
         return Lineage((Branch(name, seq), *lineage.branches))
+
+    def commit(self) -> None:
+        ops, self._ops = self._ops, []
+        self._rows.clear()
+        self._keys.clear()
+        self._branches.clear()
+        if not ops:
+            return
+        # Consecutive statements of one kind go in one executemany; the order of kinds is kept (a branch row
+        # before the calls reserved on it).
+        groups: list[tuple[str, list[tuple[Any, ...]]]] = []
+        for sql, params in ops:
+            if groups and groups[-1][0] is sql:
+                groups[-1][1].append(params)
+            else:
+                groups.append((sql, [params]))
+        self._j.write(groups)
 
 
 class SqlJournal(Journal):
@@ -191,14 +223,20 @@ class SqlJournal(Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
+    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """Run the statements (each with its list of parameter tuples) as one durable transaction.
+
+        Raises:
+            JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
+        """
+
+    @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:
         """The driver's exceptions become ``JournalError`` (nothing else: no reconnection, no transaction)."""
 
-    @contextmanager
-    def batch(self) -> Iterator[JournalBatch]:
-        """One write transaction shared by several calls' rows (group commit)."""
-        with self.transaction():
-            yield _SqlBatch(self)
+    def unit(self) -> UnitOfWork:
+        """An empty unit of work on this journal."""
+        return _SqlUnit(self)
 
     # ---- lineage ------------------------------------------------------------------------------------------
 

@@ -45,6 +45,10 @@ def _translated(location: str, action: str) -> Iterator[None]:
         yield
     except sqlite3.DatabaseError as exc:
         text = str(exc)
+        if isinstance(exc, sqlite3.IntegrityError):
+            raise JournalUnavailable(
+                f"cannot {action} journal {location}: it conflicts with a journaled row ({text})"
+            ) from exc
         if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
             raise JournalUnavailable(f"cannot {action} journal {location}: {text}") from exc
         raise JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)") from exc
@@ -180,6 +184,22 @@ class SqliteJournal(SqlJournal):
                 if self._con.in_transaction:
                     self._con.execute("ROLLBACK")
                 raise
+
+    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """One statement alone commits by itself (SQLite's implicit transaction); more share BEGIN … COMMIT.
+
+        Raises:
+            JournalUnavailable: nothing was written.
+        """
+        if len(groups) == 1 and len(groups[0][1]) == 1:
+            sql, [params] = groups[0]
+            with _translated(self.path, "write"):
+                self._con.execute(sql, params)
+            return
+        with self.transaction():
+            for sql, rows in groups:
+                with _translated(self.path, "write"):
+                    self._con.executemany(sql, rows)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import (
@@ -29,9 +29,9 @@ from checkpoint_mcp.journal.base import (
     Diverge,
     InDoubtAt,
     Journal,
-    JournalBatch,
     Lineage,
     Proceed,
+    UnitOfWork,
     decide,
 )
 from checkpoint_mcp.proxy.config import ProxyConfig
@@ -60,12 +60,6 @@ def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
     }
 
 
-class BatchSource(Protocol):
-    """Opens the batch's transaction on first use (see ``Interceptor``)."""
-
-    def get(self) -> JournalBatch: ...
-
-
 class Claimed(NamedTuple):
     """A call that goes upstream; its PENDING row is in the open batch (or was, for a continued round)."""
 
@@ -91,7 +85,11 @@ class CallJournal:
         self._journal = journal
         self._lineage = lineage
         self._committed_lineage = lineage
-        self._cursor = 1 if config.replay_from_start else journal.max_seq(lineage) + 1
+        highest = journal.max_seq(lineage)
+        self._cursor = 1 if config.replay_from_start else highest + 1
+        # Sequences from here on hold no row: a call the cursor places there needs no read. (Hinted calls push
+        # the cursor past their sequence, so the cursor never revisits one this process used.)
+        self._fresh_from = highest + 1
         self._awaiting: list[_AwaitingInput] = []
         self._running: set[tuple[str, int]] = set()
         self._quoted: dict[str, str] = {}
@@ -108,7 +106,7 @@ class CallJournal:
 
     # ---- claiming -----------------------------------------------------------------------------------------
 
-    def claim(self, ident: Any, params: dict[str, Any], pending: BatchSource) -> Claimed | bytes:
+    def claim(self, ident: Any, params: dict[str, Any], unit: UnitOfWork) -> Claimed | bytes:
         """Decide one valid tools/call: the claim to forward, or the line that answers it from the journal.
 
         Raises:
@@ -126,8 +124,7 @@ class CallJournal:
             continued = self._continuation(signature, hint, params.get("requestState"))
             if continued is not None:
                 return continued
-        batch = pending.get()
-        record = batch.read_key(self._lineage, key) if key is not None else None
+        record = unit.read_key(self._lineage, key) if key is not None else None
         if record is not None:
             if hint is not None and hint != record.seq:
                 raise InvalidCallParams(
@@ -138,7 +135,8 @@ class CallJournal:
         else:
             seq = hint if hint is not None else self._cursor
             self._cursor = max(self._cursor, seq + 1)
-            record = batch.read(self._lineage, seq)
+            if hint is not None or seq < self._fresh_from:
+                record = unit.read(self._lineage, seq)
         branch = self._lineage.branch_at(seq)
         if record is None and seq <= branch.collected_through:
             raise Collected(
@@ -146,7 +144,7 @@ class CallJournal:
             )
         decision = decide(record, signature)
         if isinstance(decision, Proceed):
-            return self._reserve(batch, seq, name, arguments, signature, key)
+            return self._reserve(unit, seq, name, arguments, signature, key)
         if isinstance(decision, InDoubtAt):
             found = decision.record
             raise InDoubt(
@@ -159,33 +157,34 @@ class CallJournal:
             )
         if isinstance(decision, Diverge):
             if self._config.on_divergence == "fork":
-                self._lineage = batch.fork(self._lineage, seq)
+                self._lineage = unit.fork(self._lineage, seq)
                 self._cursor = seq + 1  # the branch's history ends with this call
+                self._fresh_from = seq + 1
                 logger.warning(
                     "call #%d diverged from workflow %r: continuing on the new branch %r",
                     seq,
                     decision.record.workflow,
                     self._lineage.head,
                 )
-                return self._reserve(batch, seq, name, arguments, signature, key)
+                return self._reserve(unit, seq, name, arguments, signature, key)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
 
     def _reserve(
-        self, batch: JournalBatch, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
+        self, unit: UnitOfWork, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
     ) -> Claimed:
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
         workflow = self._lineage.head
-        batch.reserve(workflow, seq, name, stored, signature, key)
+        unit.reserve(workflow, seq, name, stored, signature, key)
         self._running.add((workflow, seq))
         return Claimed(workflow, seq, name, signature)
 
     def committed(self) -> None:
-        """The open batch committed: its branch (if it forked) is now where calls go."""
+        """The unit of work committed: its branch (if it forked) is now where calls go."""
         self._committed_lineage = self._lineage
 
     def rolled_back(self, claims: list[Claimed]) -> None:
-        """The open batch failed: forget its reservations and any branch it started."""
+        """The unit of work failed: forget its reservations and any branch it started."""
         self._lineage = self._committed_lineage
         for claimed in claims:
             self._running.discard((claimed.workflow, claimed.seq))

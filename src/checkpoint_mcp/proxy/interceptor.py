@@ -12,8 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
-from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import (
@@ -28,7 +27,7 @@ from checkpoint_mcp.errors import (
     JournalWriteFailed,
     UpstreamExited,
 )
-from checkpoint_mcp.journal.base import CallState, Journal, JournalBatch, Lineage
+from checkpoint_mcp.journal.base import CallState, Journal, Lineage
 from checkpoint_mcp.proxy.calls import CallJournal, Claimed
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.wire import (
@@ -78,55 +77,21 @@ class _InFlight:
 
 
 class ClientBatch:
-    """What to write after one batch of client lines, in order."""
+    """What can be written at once after one batch of client lines, in order (the rest waits for ``flush``)."""
 
-    __slots__ = ("journaled", "to_client", "to_upstream")
+    __slots__ = ("to_client", "to_upstream")
 
     def __init__(self) -> None:
         self.to_upstream: list[bytes] = []
         self.to_client: list[bytes] = []
-        self.journaled = False  # a PENDING row was committed for a call in ``to_upstream``
 
 
-class _LazyBatch:
-    """A journal transaction opened at the first call that needs it, shared by the rest of the batch."""
+class Flushed(NamedTuple):
+    """What ``flush`` released, once the journal writes it waited for were durable."""
 
-    def __init__(self, journal: Journal | None) -> None:
-        self._journal = journal
-        self._cm: AbstractContextManager[JournalBatch] | None = None
-        self._batch: JournalBatch | None = None
-
-    def get(self) -> JournalBatch:
-        """The open transaction, opening it if needed.
-
-        Raises:
-            JournalError: the transaction could not be opened.
-        """
-        if self._batch is None:
-            assert self._journal is not None
-            cm = self._journal.batch()
-            self._batch = cm.__enter__()
-            self._cm = cm
-        return self._batch
-
-    def abort(self, exc: BaseException) -> None:
-        """Roll the open transaction back, if any."""
-        cm, self._cm, self._batch = self._cm, None, None
-        if cm is not None:
-            try:
-                cm.__exit__(type(exc), exc, exc.__traceback__)
-            except JournalError:
-                logger.debug("rollback after a journal error failed too", exc_info=True)
-
-    def commit(self) -> None:
-        """Commit the open transaction, if any, durably.
-
-        Raises:
-            JournalError: the commit failed; nothing of the transaction is kept.
-        """
-        cm, self._cm, self._batch = self._cm, None, None
-        if cm is not None:
-            cm.__exit__(None, None, None)
+    to_upstream: list[bytes]
+    to_client: list[bytes]
+    journaled: bool  # ``to_upstream`` holds calls whose PENDING rows were just committed
 
 
 # The usual head of a response line: its id without a JSON parse (any other spelling takes the slow path).
@@ -161,6 +126,17 @@ class Interceptor:
         self._identity = {"name": config.server_name, "version": config.server_version}
         self.fatal: str | None = None
         """Set when the journal is gone for good (``JournalLost``): the relay must shut the proxy down."""
+        self._unit = journal.unit() if journal is not None else None
+        # Lines waiting for the unit's commit, per direction, in order; a client line carries the entry whose
+        # PENDING row it waits for (None: it only waits behind one).
+        self._held_up: list[tuple[bytes, _InFlight | None]] = []
+        self._held_down: list[bytes] = []
+        self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
+
+    @property
+    def needs_flush(self) -> bool:
+        """True when journal writes or the lines behind them wait for ``flush``."""
+        return bool(self._held_up or self._held_down or (self._unit is not None and not self._unit.empty))
 
     def _note(self, exc: JournalError) -> None:
         if isinstance(exc, JournalLost) and self.fatal is None:
@@ -178,11 +154,13 @@ class Interceptor:
     # ---- client -> upstream -------------------------------------------------------------------------------
 
     def from_client(self, lines: list[bytes]) -> ClientBatch:
-        """Route a batch of complete lines from the client."""
+        """Route a batch of complete lines from the client.
+
+        Lines that need no journal write (and are not behind one) come back at once; a journaled call and the
+        client lines after it wait for ``flush``.
+        """
         out = ClientBatch()
-        # (index in to_upstream, entry) for the PENDING rows of the open transaction
-        reserved: list[tuple[int, _InFlight]] = []
-        pending = _LazyBatch(self._journal)
+        upward: list[tuple[bytes, _InFlight | None]] = []
         for line in lines:
             try:
                 message = classify(line)
@@ -190,57 +168,86 @@ class Interceptor:
                 if line.strip():
                     out.to_client.append(error_line(None, {"code": PARSE_ERROR, "message": f"parse error: {exc}"}))
                 else:
-                    out.to_upstream.append(line)
+                    upward.append((line, None))
                 continue
             if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
-                self._route_other(message, line, out)
+                forwarded = self._route_other(message, line, out)
+                if forwarded:
+                    upward.append((line, None))
                 continue
             try:
-                entry = self._tool_call(message, pending, out)
+                entry = self._tool_call(message, out)
             except JournalError as exc:
                 self._note(exc)
-                pending.abort(exc)
-                self._refuse(out, reserved, str(exc), also=message)
-                reserved = []
+                logger.error("journal read failed; refusing a call: %s", exc)
+                out.to_client.append(error_line(message.id, self._write_failure(message, str(exc))))
                 continue
             if entry is not None:
-                if entry.claimed is not None and not entry.claimed.continued:
-                    reserved.append((len(out.to_upstream), entry))
-                out.to_upstream.append(line)
+                reserved = entry.claimed is not None and not entry.claimed.continued
+                upward.append((line, entry if reserved else None))
+        if self._held_up or any(entry is not None for _, entry in upward):
+            self._held_up.extend(upward)
+        else:
+            out.to_upstream.extend(line for line, _ in upward)
+        return out
+
+    def _write_failure(self, message: Message, cause: str, seq: int | None = None) -> dict[str, Any]:
+        params = message.params if isinstance(message.params, dict) else {}
+        workflow = self._calls.lineage.head if self._calls is not None else ""
+        return JournalWriteFailed(workflow=workflow, seq=seq, tool=str(params.get("name", "")), cause=cause).to_error()
+
+    def flush(self) -> Flushed:
+        """Commit the pending journal writes (one durable transaction for both directions), then release the
+        lines that waited for them. A call whose PENDING row could not be written is answered with an error
+        instead of being forwarded; an answer whose COMPLETE could not be written is forwarded anyway (its row
+        stays PENDING: in doubt, never re-run)."""
+        held_up, self._held_up = self._held_up, []
+        held_down, self._held_down = self._held_down, []
+        reserved = [entry for _, entry in held_up if entry is not None]
+        finishing = self._finishing
+        self._finishing = []
         try:
-            pending.commit()
+            if self._unit is not None:
+                self._unit.commit()
         except JournalError as exc:
             self._note(exc)
-            self._refuse(out, reserved, str(exc))
-            return out
+            return self._failed_flush(held_up, held_down, reserved, finishing, str(exc))
         if self._calls is not None:
             self._calls.committed()
         if reserved:
-            out.journaled = True
             debug.trigger("after_pending_commit")
-        return out
+        if finishing:
+            debug.trigger("after_complete_commit")
+        return Flushed([line for line, _ in held_up], held_down, bool(reserved))
 
-    def _refuse(
-        self, out: ClientBatch, reserved: list[tuple[int, _InFlight]], cause: str, also: Message | None = None
-    ) -> None:
-        """Answer every call whose PENDING row was lost with a journal-write error; none reaches the upstream."""
-        logger.error("journal write failed; refusing %d call(s): %s", len(reserved) + (also is not None), cause)
-        drop = {index for index, _ in reserved}
-        out.to_upstream = [line for index, line in enumerate(out.to_upstream) if index not in drop]
-        claims = [entry.claimed for _, entry in reserved if entry.claimed is not None]
-        if self._calls is not None:
-            self._calls.rolled_back(claims)
-        refused: list[tuple[Any, int | None, str]] = [(c_ident, c.seq, c.tool) for c_ident, c in _idents(reserved)]
-        if also is not None:
-            params = also.params if isinstance(also.params, dict) else {}
-            refused.append((also.id, None, str(params.get("name", ""))))
-        workflow = self._calls.lineage.head if self._calls is not None else ""
-        for ident, seq, tool in refused:
-            self._in_flight.pop(id_key(ident), None)
-            refusal = JournalWriteFailed(workflow=workflow, seq=seq, tool=tool, cause=cause)
-            out.to_client.append(error_line(ident, refusal.to_error()))
+    def _failed_flush(
+        self,
+        held_up: list[tuple[bytes, _InFlight | None]],
+        held_down: list[bytes],
+        reserved: list[_InFlight],
+        finishing: list[Claimed],
+        cause: str,
+    ) -> Flushed:
+        if finishing:
+            # The upstream has run these calls; hiding their answers would invite a retry, a second run.
+            seqs = ", ".join(f"#{claimed.seq}" for claimed in finishing)
+            logger.error("could not journal the outcome of call(s) %s (they stay in doubt): %s", seqs, cause)
+        refusals: list[bytes] = []
+        if reserved:
+            logger.error("journal write failed; refusing %d call(s): %s", len(reserved), cause)
+            assert self._calls is not None
+            self._calls.rolled_back([entry.claimed for entry in reserved if entry.claimed is not None])
+            for entry in reserved:
+                self._in_flight.pop(id_key(entry.ident), None)
+                claimed = entry.claimed
+                assert claimed is not None
+                refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause=cause)
+                refusals.append(error_line(entry.ident, refusal.to_error()))
+        to_upstream = [line for line, entry in held_up if entry is None]
+        return Flushed(to_upstream, refusals + held_down, False)
 
-    def _route_other(self, message: Message, line: bytes, out: ClientBatch) -> None:
+    def _route_other(self, message: Message, line: bytes, out: ClientBatch) -> bool:
+        """Track or answer a line that is not a journaled tools/call; True if it goes upstream."""
         kind = message.kind
         if kind is Kind.REQUEST:
             track = _TRACK_BY_METHOD.get(message.method or "", _Track.PLAIN)
@@ -251,20 +258,20 @@ class Interceptor:
             elif message.method == "tools/call":
                 # A tools/call without an id cannot be answered, so it could run unseen: never forward it.
                 logger.warning("dropped a tools/call without an id: it cannot be answered or journaled")
-                return
+                return False
         elif kind is Kind.BATCH and self._journal is not None and _batch_has_tool_call(message.body):
             error = {
                 "code": INVALID_REQUEST,
                 "message": "JSON-RPC batches containing tools/call cannot be journaled; send one message per line",
             }
             out.to_client.append(error_line(None, error))
-            return
+            return False
         elif kind is Kind.OTHER and not isinstance(message.body, dict):
             out.to_client.append(
                 error_line(None, {"code": INVALID_REQUEST, "message": "invalid request: not a JSON-RPC message"})
             )
-            return
-        out.to_upstream.append(line)
+            return False
+        return True
 
     def _mark_cancelled(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params:
@@ -279,11 +286,11 @@ class Interceptor:
         else:
             del self._in_flight[key]
 
-    def _tool_call(self, message: Message, pending: _LazyBatch, out: ClientBatch) -> _InFlight | None:
+    def _tool_call(self, message: Message, out: ClientBatch) -> _InFlight | None:
         """Route one tools/call request. Returns the entry to forward, or None if it was answered here.
 
         Raises:
-            JournalError: the journal could not be read or written.
+            JournalError: the journal could not be read.
         """
         try:
             params = _valid_tools_call(message)
@@ -294,7 +301,8 @@ class Interceptor:
             if self._config.trust_annotations and self._read_only.get(params["name"]):
                 entry = _InFlight(_Track.PLAIN, message.id)
             else:
-                claimed = self._calls.claim(message.id, params, pending)
+                assert self._unit is not None
+                claimed = self._calls.claim(message.id, params, self._unit)
                 if isinstance(claimed, bytes):
                     out.to_client.append(claimed)
                     return None
@@ -308,21 +316,24 @@ class Interceptor:
     # ---- upstream -> client -------------------------------------------------------------------------------
 
     def from_upstream(self, lines: list[bytes]) -> list[bytes]:
-        """Route a batch of complete lines from the upstream; journal the outcomes they carry."""
-        if not self._in_flight:
+        """Route a batch of complete lines from the upstream; what can be written to the client at once.
+
+        A journaled call's final answer, and the upstream lines after it, wait for ``flush`` (its COMPLETED or
+        FAILED row must be durable before the client sees it).
+        """
+        if not self._in_flight and not self._held_down:
             return lines
         out: list[bytes] = []
-        finished: list[tuple[Claimed, CallState, str]] = []
         for line in lines:
             key = _head_key(line)
             if key is not None:
                 plain = self._in_flight.get(key)
                 if plain is None:
-                    out.append(line)
+                    self._emit_down(out, line, waits=False)
                     continue
                 if plain.claimed is None and plain.track is _Track.PLAIN:
                     del self._in_flight[key]
-                    out.append(line)
+                    self._emit_down(out, line, waits=False)
                     continue
             entry = None
             message = None
@@ -333,52 +344,45 @@ class Interceptor:
             if message is not None and message.kind is Kind.RESPONSE:
                 entry = self._in_flight.pop(id_key(message.id), None)
             if entry is None or message is None:
-                out.append(line)
+                self._emit_down(out, line, waits=False)
             elif entry.claimed is not None:
-                out.append(self._tool_result(entry.claimed, message, line, finished))
+                answer, final = self._tool_result(entry.claimed, message, line)
+                self._emit_down(out, answer, waits=final)
             else:
-                out.append(self._plain_result(entry, message, line))
-        if finished:
-            self._record_outcomes(finished)
+                self._emit_down(out, self._plain_result(entry, message, line), waits=False)
         return out
 
-    def _tool_result(
-        self, claimed: Claimed, message: Message, line: bytes, finished: list[tuple[Claimed, CallState, str]]
-    ) -> bytes:
+    def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
+        if waits or self._held_down:
+            self._held_down.append(line)
+        else:
+            out.append(line)
+
+    def _tool_result(self, claimed: Claimed, message: Message, line: bytes) -> tuple[bytes, bool]:
+        """The answer to send for a journaled call, and whether it must wait for its outcome to be committed."""
         assert self._calls is not None
+        assert self._unit is not None
         debug.trigger("after_upstream_reply")
         text = line.decode()
         body = message.body
         if "error" in body:
-            finished.append((claimed, CallState.FAILED, member_text(text, ("error",)) or "null"))
-            return line
+            self._finish(claimed, CallState.FAILED, member_text(text, ("error",)) or "null")
+            return line, True
         result = body.get("result")
         if isinstance(result, dict) and result.get("resultType") == "input_required":
             # Not a completion: the client will retry with inputResponses; the row stays PENDING until then.
             self._calls.awaiting_input(claimed, result.get("requestState"))
-            return self._calls.annotate(text, claimed)
+            return self._calls.annotate(text, claimed), False
         outcome, annotated = self._calls.completed(text, result, claimed)
-        finished.append((claimed, CallState.COMPLETED, outcome))
-        return annotated
+        self._finish(claimed, CallState.COMPLETED, outcome)
+        return annotated, True
 
-    def _record_outcomes(self, finished: list[tuple[Claimed, CallState, str]]) -> None:
-        assert self._journal is not None
+    def _finish(self, claimed: Claimed, state: CallState, outcome: str) -> None:
         assert self._calls is not None
-        for claimed, _, _ in finished:
-            self._calls.finished(claimed)
-        try:
-            with self._journal.batch() as batch:
-                for claimed, state, outcome in finished:
-                    if not batch.finish(claimed.workflow, claimed.seq, state, outcome):
-                        logger.warning("call #%d was no longer PENDING when its answer came", claimed.seq)
-        except JournalError as exc:
-            self._note(exc)
-            # The upstream has run the calls; hiding their answers would invite a retry, a second run.
-            # Forward them; the rows stay PENDING, so a replay will say "in doubt", never re-run them.
-            seqs = ", ".join(f"#{claimed.seq}" for claimed, _, _ in finished)
-            logger.error("could not journal the outcome of call(s) %s (they stay in doubt): %s", seqs, exc)
-            return
-        debug.trigger("after_complete_commit")
+        assert self._unit is not None
+        self._calls.finished(claimed)
+        self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
+        self._finishing.append(claimed)
 
     def _plain_result(self, entry: _InFlight, message: Message, line: bytes) -> bytes:
         result = message.body.get("result")
@@ -430,10 +434,6 @@ class Interceptor:
             out.append(error_line(entry.ident, refusal.to_error()))
         self._in_flight.clear()
         return out
-
-
-def _idents(reserved: list[tuple[int, _InFlight]]) -> list[tuple[Any, Claimed]]:
-    return [(entry.ident, entry.claimed) for _, entry in reserved if entry.claimed is not None]
 
 
 def _valid_tools_call(message: Message) -> dict[str, Any]:

@@ -132,6 +132,7 @@ class Relay:
         self._settled = asyncio.Event()
         self._signal: int | None = None
         self._fatal: str | None = None
+        self._flush_scheduled = False
         self._client_reader: asyncio.ReadTransport | None = None
         self._client_writer: _Sink | None = None
         self._client_writer_alive = True
@@ -155,12 +156,35 @@ class Relay:
             logger.exception("internal error while routing %d line(s) from the client", len(lines))
             self._write_client(internal_error_replies(lines))
             return
-        if routed.to_upstream and self._upstream_stdin is not None and not self._upstream_stdin.is_closing():
-            self._upstream_stdin.write(b"".join(routed.to_upstream))
-            if routed.journaled:
-                debug.trigger("after_forward")
-        if routed.to_client:
-            self._write_client(routed.to_client)
+        self._write_upstream(routed.to_upstream)
+        self._write_client(routed.to_client)
+        self._schedule_flush()
+        self._check_fatal()
+
+    def _write_upstream(self, lines: list[bytes]) -> None:
+        if lines and self._upstream_stdin is not None and not self._upstream_stdin.is_closing():
+            self._upstream_stdin.write(b"".join(lines))
+
+    def _schedule_flush(self) -> None:
+        """Commit the journal writes of this turn once both pipes' callbacks of the turn have run, so a burst
+        of calls and answers shares one durable commit."""
+        if not self._flush_scheduled and self._interceptor.needs_flush:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._interceptor.needs_flush:
+            return
+        try:
+            flushed = self._interceptor.flush()
+        except Exception:
+            logger.exception("internal error while committing the journal")
+            return
+        self._write_upstream(flushed.to_upstream)
+        if flushed.journaled:
+            debug.trigger("after_forward")
+        self._write_client(flushed.to_client)
         self._check_fatal()
 
     def _check_fatal(self) -> None:
@@ -193,6 +217,7 @@ class Relay:
                 logger.exception("internal error while routing %d line(s) from the upstream", len(lines))
                 routed = lines
             self._write_client(routed)
+            self._schedule_flush()
             if self._interceptor.outstanding() == 0:
                 self._settled.set()
             self._check_fatal()
@@ -202,6 +227,7 @@ class Relay:
         tail = self._from_upstream.flush()
         if tail:
             self._write_client(self._interceptor.from_upstream(tail))
+            self._schedule_flush()
         self._upstream_gone.set()
 
     def upstream_stdin_lost(self) -> None:
@@ -323,6 +349,7 @@ class Relay:
             self._client_writer = _BlockingWriter(self._client_out)
 
     async def _after_upstream_died(self) -> int:
+        self._flush()
         status = await self._exit_status(EXIT_GRACE_SECONDS)
         in_flight = self._interceptor.outstanding()
         self._write_client(self._interceptor.upstream_gone(status))
@@ -359,6 +386,7 @@ class Relay:
             logger.info("upstream did not exit after its stdin closed; sending SIGTERM")
         self._kill_group(signal.SIGTERM)
         await self._reap_group()
+        self._flush()
         self._write_client(self._interceptor.upstream_gone("stopped at shutdown"))
         if self._fatal is not None:
             return 1

@@ -1,6 +1,6 @@
 """The journal's vocabulary: call states and records, lineage, the decision table, and the store interface.
 
-Everything here is pure except ``Journal`` and ``JournalBatch``, the abstract store. ``sql.py`` implements them
+Everything here is pure except ``Journal`` and ``UnitOfWork``, the abstract store. ``sql.py`` implements them
 once in portable SQL; ``sqlite.py`` and ``postgres.py`` hold only what differs between the two databases.
 """
 

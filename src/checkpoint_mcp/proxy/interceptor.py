@@ -1,10 +1,12 @@
 """What the proxy does with each line: forward it as is, or journal, replay or refuse a tools/call.
 
 The interceptor is synchronous and does no I/O of its own except through the journal: the relay hands it the
-complete lines read in one go from one side and writes what it returns. All the journal writes for one batch
-of lines share one durable commit (group commit), and nothing that depends on them is returned before that
-commit: a PENDING row is durable before the upstream sees the call, a COMPLETED row before the client sees
-the reply. The journaling decisions themselves live in ``calls.py``.
+complete lines read in one go from one side and writes what it returns. Journal writes go into one unit of work
+that the relay flushes once per turn of its loop, so the calls and answers of a burst, from both sides, share
+one durable commit (group commit). Nothing that depends on a write is released before that commit: a PENDING
+row is durable before the upstream sees the call, a COMPLETED row before the client sees the reply; the lines
+behind such a line, on the same side, wait with it so that order is kept. The journaling decisions themselves
+live in ``calls.py``.
 """
 
 from __future__ import annotations

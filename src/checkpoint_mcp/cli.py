@@ -40,7 +40,7 @@ class _ProxyGroup(click.Group):
     """A group whose bare invocation (no subcommand) runs the proxy."""
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("checkpoint", "--upstream-cmd CMD [--journal PATH] [OPTIONS]")
+        formatter.write_usage("checkpoint", "--upstream-cmd CMD [--journal PATH_OR_URL] [OPTIONS]")
         formatter.write_usage("checkpoint", "COMMAND [ARGS]...", prefix="       ")
 
 
@@ -58,7 +58,7 @@ class _ProxyGroup(click.Group):
 @click.option(
     "--workflow-id",
     metavar="ID",
-    help="Workflow identifier. Default: the journal's absolute path.",
+    help="Workflow identifier. Default: the journal's absolute path (a URL: without its password).",
 )
 @click.option(
     "--on-divergence",

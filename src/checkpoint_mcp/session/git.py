@@ -1,32 +1,33 @@
 """Git facts of the work tree: branch, HEAD, each uncommitted file with its blob hash, and drift since a save.
 
-Git always runs as an argument list (never a shell) with ``encoding="utf-8"``, ``GIT_OPTIONAL_LOCKS=0`` (so a
-status never takes the index lock and never contends with the user's own git commands) and a timeout of
-``GIT_TIMEOUT_SECONDS``. The work is sized for big repositories: one ``git status --porcelain=v2 -z`` call for
+Git always runs as an argument list (never a shell) with ``GIT_OPTIONAL_LOCKS=0`` (so a status never takes the
+index lock and never contends with the user's own git commands) and a timeout of ``GIT_TIMEOUT_SECONDS``
+(``gitproc`` runs it). The work is sized for big repositories: one ``git status --porcelain=v2 -z`` call for
 the whole tree, and blob hashes only for the files that end up in a checkpoint, in one ``git hash-object
 --stdin-paths`` call whose result equals ``git hash-object <file>`` (gitattributes filters included).
+
+Commands that do not depend on each other run at the same time: ``rev-parse`` with ``status``; during a load,
+the hashes of the checkpoint's files with both; the history commands together, and the hashes and blobs of
+files the checkpoint does not list together. They are collected in the order they used to run, so the first
+error reported is the one it always was.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.errors import GitError
+from checkpoint_mcp.session import gitproc
+from checkpoint_mcp.session.gitproc import Hashing, SnapshotRun, Started
 from checkpoint_mcp.session.model import FileEntry, GitFacts
 from checkpoint_mcp.session.store import is_checkpoint_file
 
-GIT_TIMEOUT_SECONDS: Final = 3.0
+GIT_TIMEOUT_SECONDS: Final = gitproc.TIMEOUT_SECONDS
 """Longest any single git command may take before the save or load goes on without it."""
 
 UNTRACKED: Final = "??"
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,65 +81,43 @@ class Drift:
         return self.saved_branch != self.current_branch
 
 
-def _run(root: str, args: Sequence[str], *, stdin: str | None = None) -> tuple[int, str]:
-    # Optional locks off: a status must never take index.lock while the user runs git. No prompts: no tty here.
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        process = subprocess.run(
-            ["git", *args],
-            cwd=root,
-            input=stdin,
-            capture_output=True,
-            encoding="utf-8",
-            errors="surrogateescape",
-            timeout=GIT_TIMEOUT_SECONDS,
-            env=env,
-            check=False,
-        )
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise GitError(f"`git {args[0]}` did not finish within {GIT_TIMEOUT_SECONDS:g} seconds") from exc
-    except OSError as exc:
-        raise GitError(f"cannot run git: {exc}") from exc
-    return process.returncode, process.stdout if process.returncode == 0 else process.stderr
+def _start(root: str, args: Sequence[str], *, stdin: str | None = None) -> Started:
+    return Started(root, args, stdin=stdin, timeout=GIT_TIMEOUT_SECONDS)
 
 
-def _checked(root: str, args: Sequence[str], *, stdin: str | None = None) -> str:
-    code, output = _run(root, args, stdin=stdin)
-    if code != 0:
-        raise GitError(f"`git {' '.join(args[:2])}` failed: {output.strip()[:300]}")
-    return output
-
-
-def _prefix(root: str) -> str | None:
-    """The root's path inside its repository (``""`` at the top), or None when it is not in a work tree."""
-    code, output = _run(root, ["rev-parse", "--is-inside-work-tree", "--show-prefix"])
-    lines = output.split("\n")
-    if code != 0 or lines[0] != "true":
-        return None
-    return lines[1] if len(lines) > 1 else ""
+def start_snapshot(root: str) -> SnapshotRun:
+    """Start ``rev-parse`` and ``status`` of ``root`` now; ``snapshot(root, started=…)`` collects them."""
+    return SnapshotRun(root, GIT_TIMEOUT_SECONDS)
 
 
 def in_work_tree(root: str) -> bool:
     """True when ``root`` is inside a git work tree; False outside one, or when git cannot be run."""
+    run = _start(root, gitproc.PREFIX_ARGS)
     try:
-        return _prefix(root) is not None
+        return gitproc.parse_prefix(*run.wait()) is not None
     except GitError:
         return False
+    finally:
+        run.cancel()
 
 
-def snapshot(root: str) -> Snapshot | None:
+def snapshot(root: str, *, started: SnapshotRun | None = None) -> Snapshot | None:
     """Branch, HEAD and each uncommitted or untracked file under ``root``; None outside a git work tree.
+
+    ``started``: the commands already running for ``root`` (``start_snapshot``); its owner cancels it.
 
     Raises:
         GitError: git is missing, failed unexpectedly, or timed out.
     """
-    prefix = _prefix(root)
-    if prefix is None:
-        return None
-    output = _checked(root, ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--", "."])
-    return _parse_status(output, prefix)
+    run = started if started is not None else start_snapshot(root)
+    try:
+        prefix = run.prefix()
+        if prefix is None:
+            return None
+        return _parse_status(run.status_run.checked(), prefix)
+    finally:
+        if started is None:
+            run.cancel()
 
 
 def _parse_status(output: str, prefix: str) -> Snapshot:
@@ -190,7 +169,7 @@ def _representable(path: str) -> bool:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        logger.info("skipping a file whose name is not UTF-8: %r", path)
+        gitproc.info("skipping a file whose name is not UTF-8: %r", path)
         return False
     return True
 
@@ -203,33 +182,11 @@ def hash_files(root: str, paths: Iterable[str]) -> dict[str, str]:
     Raises:
         GitError: git is missing, failed unexpectedly, or timed out.
     """
-    wanted = [p for p in dict.fromkeys(paths) if os.path.isfile(os.path.join(root, p))]
-    batch = [p for p in wanted if "\n" not in p]
-    hashes: dict[str, str] = {}
-    if batch:
-        code, output = _run(root, ["hash-object", "--stdin-paths"], stdin="".join(p + "\n" for p in batch))
-        digests = output.split()
-        if code == 0 and len(digests) == len(batch):
-            hashes.update(zip(batch, digests, strict=True))
-        else:
-            # A file vanished between the check and the hash: hash the survivors one by one in-process.
-            logger.info("git hash-object failed (%s); hashing in-process", output.strip()[:200])
-    for path in wanted:
-        if path not in hashes:
-            digest = _blob_hash(os.path.join(root, path))
-            if digest is not None:
-                hashes[path] = digest
-    return hashes
-
-
-def _blob_hash(path: str) -> str | None:
-    """The blob hash of the raw bytes, without gitattributes filters: a fallback for odd names and races."""
+    hashing = Hashing(root, paths, GIT_TIMEOUT_SECONDS)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+        return hashing.result()
+    finally:
+        hashing.cancel()
 
 
 def is_ignored(root: str, relative: str) -> bool | None:
@@ -239,32 +196,58 @@ def is_ignored(root: str, relative: str) -> bool | None:
         GitError: git is missing or timed out.
     """
     # Without --no-index, a checkpoint that was committed by mistake counts as not ignored, which it is not.
-    code, _ = _run(root, ["check-ignore", "-q", "--", relative])
+    run = _start(root, ["check-ignore", "-q", "--", relative])
+    try:
+        code, _ = run.wait()
+    finally:
+        run.cancel()
     return {0: True, 1: False}.get(code)
 
 
-def drift(root: str, saved: GitFacts, files: Sequence[FileEntry], *, complete: bool = True) -> Drift | None:
+def drift(
+    root: str,
+    saved: GitFacts,
+    files: Sequence[FileEntry],
+    *,
+    complete: bool = True,
+    started: SnapshotRun | None = None,
+) -> Drift | None:
     """Compare the work tree with a checkpoint: new commits, a branch change, and whose content changed.
 
     ``complete`` says the checkpoint lists every file that was uncommitted at save time. When its file list
     was cut, an unrecorded uncommitted file may have been dirty already, so it is counted in ``unknown``
     instead of being flagged: a warning that fires for files nobody touched would teach the model to ignore it.
-    Returns None when ``root`` is no longer a git work tree with a commit.
+    Returns None when ``root`` is no longer a git work tree with a commit. ``started``: the snapshot commands
+    already running for ``root`` (``start_snapshot``); its owner cancels it.
 
     Raises:
         GitError: git is missing, failed unexpectedly, or timed out.
     """
-    now = snapshot(root)
-    if now is None or now.head is None:
-        return None
     recorded = {f.path: f.hash for f in files}
-    unrecorded = {e.path: e.status for e in now.entries if e.path not in recorded}
-    commits, in_commits = _history(root, saved.head, now.head)
-    judged = unrecorded if complete else {}
-    # Untracked files and deletions need no hash to compare; tracked edits do, against the saved commit.
-    current = hash_files(root, [*recorded, *(p for p, s in judged.items() if s != "D")])
-    tracked = [p for p, s in judged.items() if s != UNTRACKED]
-    before = _blobs_at(root, saved.head, now.prefix, tracked) if in_commits is not None else {}
+    run = started if started is not None else start_snapshot(root)
+    # The recorded files' hashes run alongside the status (``checkpoint brief`` may have started them already).
+    recorded_hashes = run.take_hashing(list(recorded)) or Hashing(root, recorded, GIT_TIMEOUT_SECONDS)
+    later: list[Hashing | _History | _Blobs] = [recorded_hashes]
+    try:
+        now = snapshot(root, started=run)
+        if now is None or now.head is None:
+            return None
+        unrecorded = {e.path: e.status for e in now.entries if e.path not in recorded}
+        judged = unrecorded if complete else {}
+        # Untracked files and deletions need no hash to compare; tracked edits do, against the saved commit.
+        tracked = [p for p, s in judged.items() if s != UNTRACKED]
+        history = _History(root, saved.head, now.head)
+        edited_hashes = Hashing(root, [p for p in tracked if judged[p] != "D"], GIT_TIMEOUT_SECONDS)
+        blobs = _Blobs(root, saved.head, now.prefix, tracked)
+        later += [history, edited_hashes, blobs]
+        commits, in_commits = history.result()
+        current = {**recorded_hashes.result(), **edited_hashes.result()}
+        before = blobs.result() if in_commits is not None else {}
+    finally:
+        if started is None:
+            run.cancel()
+        for job in later:
+            job.cancel()
     changed = {path for path, saved_hash in recorded.items() if current.get(path) != saved_hash}
     for path, status in judged.items():
         if status == UNTRACKED or in_commits is None or current.get(path) != before.get(path):
@@ -281,32 +264,57 @@ def drift(root: str, saved: GitFacts, files: Sequence[FileEntry], *, complete: b
     )
 
 
-def _history(root: str, saved: str, head: str) -> tuple[int | None, tuple[str, ...] | None]:
-    """Commits from ``saved`` to ``head`` (None when ``saved`` is not an ancestor), and the files they
-    changed under the root (None when ``saved`` no longer exists at all)."""
-    if saved == head:
-        return 0, ()
-    code, _ = _run(root, ["merge-base", "--is-ancestor", saved, head])
-    if code not in (0, 1):
-        return None, None
-    commits = int(_checked(root, ["rev-list", "--count", f"{saved}..{head}"]).strip()) if code == 0 else None
-    output = _checked(root, ["diff", "--name-only", "-z", "--no-renames", "--relative", saved, head, "--", "."])
-    return commits, tuple(p for p in output.split("\0") if p and not is_checkpoint_file(p))
+class _History:
+    """Commits from ``saved`` to ``head`` (None when ``saved`` is not an ancestor), and the files they changed
+    under the root (None when ``saved`` no longer exists at all): three commands started together."""
+
+    def __init__(self, root: str, saved: str, head: str) -> None:
+        self._runs: list[Started] = []
+        if saved != head:
+            self._runs = [
+                _start(root, ["merge-base", "--is-ancestor", saved, head]),
+                _start(root, ["rev-list", "--count", f"{saved}..{head}"]),
+                _start(root, ["diff", "--name-only", "-z", "--no-renames", "--relative", saved, head, "--", "."]),
+            ]
+
+    def result(self) -> tuple[int | None, tuple[str, ...] | None]:
+        if not self._runs:
+            return 0, ()
+        ancestor, count, diff = self._runs
+        code, _ = ancestor.wait()
+        if code not in (0, 1):
+            return None, None
+        commits = int(count.checked().strip()) if code == 0 else None
+        output = diff.checked()
+        return commits, tuple(p for p in output.split("\0") if p and not is_checkpoint_file(p))
+
+    def cancel(self) -> None:
+        for run in self._runs:
+            run.cancel()
 
 
-def _blobs_at(root: str, commit: str, prefix: str, paths: Sequence[str]) -> dict[str, str]:
-    """The blob each path had in ``commit`` (paths absent there are left out)."""
-    batch = [p for p in paths if "\n" not in p]
-    if not batch:
-        return {}
-    requests = "".join(f"{commit}:{prefix}{p}\n" for p in batch)
-    output = _checked(root, ["cat-file", "--batch-check=%(objectname) %(objecttype)"], stdin=requests)
-    lines = output.splitlines()
-    if len(lines) != len(batch):
-        raise GitError(f"`git cat-file` answered {len(lines)} lines for {len(batch)} paths")
-    blobs: dict[str, str] = {}
-    for path, line in zip(batch, lines, strict=True):
-        name, _, kind = line.partition(" ")
-        if kind == "blob":
-            blobs[path] = name
-    return blobs
+class _Blobs:
+    """The blob each path had in ``commit`` (paths absent there are left out): one ``cat-file``, started now."""
+
+    def __init__(self, root: str, commit: str, prefix: str, paths: Sequence[str]) -> None:
+        self._batch = [p for p in paths if "\n" not in p]
+        requests = "".join(f"{commit}:{prefix}{p}\n" for p in self._batch)
+        args = ["cat-file", "--batch-check=%(objectname) %(objecttype)"]
+        self._run = _start(root, args, stdin=requests) if self._batch else None
+
+    def result(self) -> dict[str, str]:
+        if self._run is None:
+            return {}
+        lines = self._run.checked().splitlines()
+        if len(lines) != len(self._batch):
+            raise GitError(f"`git cat-file` answered {len(lines)} lines for {len(self._batch)} paths")
+        blobs: dict[str, str] = {}
+        for path, line in zip(self._batch, lines, strict=True):
+            name, _, kind = line.partition(" ")
+            if kind == "blob":
+                blobs[path] = name
+        return blobs
+
+    def cancel(self) -> None:
+        if self._run is not None:
+            self._run.cancel()

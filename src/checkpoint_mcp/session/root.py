@@ -14,7 +14,6 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import unquote, urlsplit
 
 from checkpoint_mcp.errors import PathOutsideProject, ProjectRootError
 from checkpoint_mcp.session.model import PATH_MAX
@@ -74,6 +73,8 @@ def resolve_root(
 def first_file_root(uris: Iterable[str]) -> str | None:
     """The local path of the first ``file://`` URI, or None when there is none."""
     for uri in uris:
+        from urllib.parse import unquote, urlsplit  # MCP clients' roots only: `checkpoint brief` has none
+
         parts = urlsplit(uri)
         if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path:
             return unquote(parts.path)

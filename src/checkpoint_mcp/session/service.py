@@ -1,31 +1,31 @@
 """Save and load, end to end: the one place that ties root, store, git, redaction, merge and rendering together.
 
 The MCP server (``checkpoint session``) and ``checkpoint brief`` both call this module; it never imports the
-MCP SDK or pydantic, so the hook command starts fast. Every function here blocks (git, fsync): the server runs
+MCP SDK or pydantic, so the hook command starts fast. What only a save needs (``merge``, ``redact``, ``uuid``)
+is imported by ``save``: a load never pays for it. Every function here blocks (git, fsync): the server runs
 them in a worker thread, one call at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from checkpoint_mcp.errors import CheckpointFileError, CheckpointVersionError, GitError
-from checkpoint_mcp.session import git, merge, model, render, store
+from checkpoint_mcp.session import git, model, render, store
 from checkpoint_mcp.session.git import Drift, Snapshot
-from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest, Scanned, Stamp
+from checkpoint_mcp.session.gitproc import SnapshotRun
 from checkpoint_mcp.session.model import Checkpoint, Mode, Task
-from checkpoint_mcp.session.redact import Redactor
 from checkpoint_mcp.session.root import ProjectRoot, RootSource, relative_path, resolve_root
 
-Format = Literal["brief", "full"]
+if TYPE_CHECKING:
+    from checkpoint_mcp.session.merge import SaveRequest
+    from checkpoint_mcp.session.redact import Redactor
 
-logger = logging.getLogger(__name__)
+Format = Literal["brief", "full"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,12 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
         CheckpointVersionError: the existing checkpoint was written by a newer Checkpoint; it is left alone.
         CheckpointFileError: the checkpoint could not be written.
     """
+    import uuid
+
+    from checkpoint_mcp.session import merge
+    from checkpoint_mcp.session.merge import Scanned, Stamp
+    from checkpoint_mcp.session.redact import Redactor
+
     moment = now or datetime.now(UTC)
     redactor = Redactor()
     clean = _clean(request, root.path, redactor)
@@ -111,31 +117,68 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
     )
 
 
-def load(root: ProjectRoot, *, output: Format = "brief", now: datetime | None = None) -> LoadOutcome:
+def load(
+    root: ProjectRoot,
+    *,
+    output: Format = "brief",
+    now: datetime | None = None,
+    prefetch: SnapshotRun | None = None,
+) -> LoadOutcome:
     """Read the checkpoint (or its backup), compute drift, and render the brief or the full JSON.
+
+    ``prefetch``: ``rev-parse`` and ``status`` already started for a guessed root (``checkpoint brief`` starts
+    them before its imports); used when the guess was ``root``, and cancelled in any case.
 
     Raises:
         CheckpointVersionError: the checkpoint was written by a newer Checkpoint.
         CheckpointFileError: a checkpoint exists but neither it nor its backup can be used.
     """
+    run = prefetch if prefetch is not None and prefetch.root == root.path else None
+    if prefetch is not None and run is None:
+        prefetch.cancel()
+    try:
+        return _load(root, output, now, run)
+    finally:
+        if run is not None:
+            run.cancel()
+
+
+def _load(root: ProjectRoot, output: Format, now: datetime | None, run: SnapshotRun | None) -> LoadOutcome:
     path = store.checkpoint_path(root.path)
     with store.locked(root.path, exclusive=False):
         stored = store.read(root.path)
+
+    def in_work_tree() -> bool:
+        # One rev-parse per load: the snapshot's, when it ran (a computed drift proves a work tree already).
+        return run.in_work_tree() if run is not None else git.in_work_tree(root.path)
+
     if stored is None:
-        warnings = _root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))
+        warnings = _root_warnings(root, in_work_tree=in_work_tree)
         text = "\n".join([render.nothing_to_resume(path), *(f"⚠ {w}" for w in warnings)])
         return LoadOutcome(path, None, False, None, tuple(warnings), text)
     checkpoint = stored.checkpoint
     drift: Drift | None = None
     problem: str | None = None
-    if checkpoint.git is not None:
-        try:
-            drift = git.drift(
-                root.path, checkpoint.git, checkpoint.modified_files, complete=_lists_all_files(checkpoint)
-            )
-        except GitError as exc:
-            problem = str(exc)
-    warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=lambda: git.in_work_tree(root.path))]
+    created: SnapshotRun | None = None
+    try:
+        if checkpoint.git is not None:
+            if run is None:
+                run = created = git.start_snapshot(root.path)
+            try:
+                drift = git.drift(
+                    root.path,
+                    checkpoint.git,
+                    checkpoint.modified_files,
+                    complete=_lists_all_files(checkpoint),
+                    started=run,
+                )
+            except GitError as exc:
+                problem = str(exc)
+        found = drift is not None
+        warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=lambda: found or in_work_tree())]
+    finally:
+        if created is not None:
+            created.cancel()
     if output == "full":
         text = render.full(checkpoint, drift, warnings)
     else:
@@ -151,15 +194,23 @@ def brief_text(
     hook: bool,
     environ: Mapping[str, str],
     cwd: str,
+    prefetch: SnapshotRun | None = None,
 ) -> str:
     """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
+
+    ``prefetch``: see ``load``; cancelled in any case.
 
     Raises:
         ProjectRootError: the project root is not an absolute path to an existing directory.
         CheckpointFileError: a checkpoint exists but cannot be used (see ``load``).
     """
-    root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
-    outcome = load(root, output=output)
+    try:
+        root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
+    except BaseException:
+        if prefetch is not None:
+            prefetch.cancel()
+        raise
+    outcome = load(root, output=output, prefetch=prefetch)
     return render.session_start_hook(outcome.text) if hook else outcome.text
 
 
@@ -181,6 +232,7 @@ def _clip(text: str, limit: int) -> str:
 
 def _clean(request: SaveRequest, root: str, redact: Redactor) -> SaveRequest:
     """Redact every free-text field and store every path relative to the root."""
+    from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest
 
     def text(value: str, limit: int = model.ITEM_TEXT_MAX) -> str:
         return _clip(redact(value), limit)

@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import logging
 import os
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -27,8 +25,6 @@ CHECKPOINT_NAME: Final = ".claude-checkpoint"
 BACKUP_NAME: Final = CHECKPOINT_NAME + ".prev"
 TEMP_PREFIX: Final = CHECKPOINT_NAME + ".tmp-"
 FILE_MODE: Final = 0o600
-
-logger = logging.getLogger(__name__)
 
 
 def checkpoint_path(root: str) -> str:
@@ -152,6 +148,8 @@ def _read_bytes(path: str) -> bytes | None:
 
 
 def _atomic_write(path: str, data: bytes, *, point: str) -> None:
+    import secrets  # saves only: `checkpoint brief` reads, and secrets imports hashlib, hmac and random
+
     folder = os.path.dirname(path)
     temp = os.path.join(folder, f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     try:
@@ -194,4 +192,10 @@ def _remove_stale_temps(root: str) -> None:
     for name in names:
         with contextlib.suppress(OSError):
             os.unlink(os.path.join(root, name))
-            logger.info("removed a temp file left by an interrupted save: %s", name)
+            _info("removed a temp file left by an interrupted save: %s", name)
+
+
+def _info(message: str, *args: object) -> None:
+    import logging  # only when there is something to log: loads never need the module
+
+    logging.getLogger(__name__).info(message, *args)

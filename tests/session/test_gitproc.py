@@ -1,5 +1,5 @@
-"""Git run in the background without `subprocess`: the same output as `subprocess.run` in text mode, big inputs
-and outputs at once, timeouts and cancellation that leave no child behind, closed standard streams."""
+"""Git commands run in the background: exact output (carriage returns in names included), big inputs and
+outputs at once, timeouts and cancellation that leave no child behind, closed standard streams."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from checkpoint_mcp.session import gitproc, service
 from checkpoint_mcp.session.merge import SaveRequest
 from checkpoint_mcp.session.root import ProjectRoot, RootSource
 
-from .conftest import Git
 from .helpers import write
 
 
@@ -41,18 +40,27 @@ def _slow_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(bin_dir))
 
 
-def test_output_is_what_subprocess_text_mode_gave_carriage_returns_included(repo: Path) -> None:
+def test_output_is_git_s_bytes_decoded_carriage_returns_included(repo: Path) -> None:
     write(repo, "odd\rname.txt", "x\n")
     write(repo, "crlf.txt", "a\r\nb\r\n")
     args = ["status", "--porcelain=v2", "-z", "--untracked-files=all"]
 
     ours = gitproc.Started(str(repo), args).wait()
-    theirs = subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, encoding="utf-8", errors="surrogateescape", check=False
-    )
+    theirs = subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False)
 
-    assert ours == (theirs.returncode, theirs.stdout)
-    assert "odd\nname.txt" in ours[1]  # subprocess's universal newlines, kept as they were
+    assert ours == (theirs.returncode, theirs.stdout.decode("utf-8", "surrogateescape"))
+    assert "odd\rname.txt" in ours[1]
+
+
+def test_a_file_whose_name_holds_a_carriage_return_is_recorded_and_its_changes_flagged(repo: Path) -> None:
+    root = ProjectRoot(str(repo), RootSource.ARGUMENT)
+    write(repo, "odd\rname.txt", "x\n")
+    saved = service.save(SaveRequest(goal="Odd names"), root)
+    assert "odd\rname.txt" in [f.path for f in saved.checkpoint.modified_files]
+    write(repo, "odd\rname.txt", "changed\n")
+    loaded = service.load(root)
+    assert loaded.drift is not None
+    assert "odd\rname.txt" in loaded.drift.changed_since
 
 
 def test_a_failing_command_gives_its_status_and_stderr(repo: Path) -> None:
@@ -156,38 +164,3 @@ def test_git_runs_with_closed_standard_streams(repo: Path) -> None:
             ["git", "hash-object", "a.txt"], cwd=repo, capture_output=True, text=True, check=True
         ).stdout.strip()
     )
-
-
-def test_a_prefetch_for_another_folder_is_ignored_and_cancelled(repo: Path, tmp_path: Path, git: Git) -> None:
-    other = tmp_path / "other"
-    other.mkdir()
-    git(other, "init", "-q")
-    root = ProjectRoot(str(repo), RootSource.ARGUMENT)
-    service.save(SaveRequest(goal="Prefetched"), root)
-    write(repo, "late.txt", "after the save\n")
-    expected = service.load(root)
-
-    wrong = gitfacts.start_snapshot(str(other))
-    wrong.start_hashing(["late.txt"])
-    loaded = service.load(root, prefetch=wrong)
-
-    assert (loaded.text, loaded.drift) == (expected.text, expected.drift)
-    assert _children() == []
-
-
-def test_prefetched_hashes_are_used_only_for_exactly_the_listed_files(repo: Path) -> None:
-    root = ProjectRoot(str(repo), RootSource.ARGUMENT)
-    write(repo, "a.txt", "a\n")
-    write(repo, "b.txt", "b\n")
-    service.save(SaveRequest(goal="Listed"), root)
-    write(repo, "a.txt", "a changed\n")
-    expected = service.load(root)
-
-    for guess in (["a.txt", "b.txt"], ["b.txt", "a.txt"], ["a.txt"], []):
-        run = gitfacts.start_snapshot(str(repo))
-        run.start_hashing(guess)
-        loaded = service.load(root, prefetch=run)
-        assert loaded.drift == expected.drift, guess
-        assert loaded.drift is not None
-        assert loaded.drift.changed_since == ("a.txt",)
-    assert _children() == []

@@ -1,36 +1,22 @@
-"""Git commands started in the background and collected later, without the ``subprocess`` module.
+"""Git commands started in the background and collected later.
 
-``checkpoint brief`` runs as a Claude Code SessionStart hook at every session start. It starts ``git status``
-before it imports the rest of the session code, and imports while git works: on a 100,000-file repository the
-status takes longer than all of the imports. So this module imports only what the interpreter has loaded at
-start-up anyway, or nearly (``subprocess`` alone would cost ~7 ms more); the errors module is imported when there
-is an error.
-
-Starting several commands at once also lets one load or save overlap them: ``rev-parse`` with ``status``, the
-blob hashes of the recorded files with both, the history commands with each other.
-
-A command behaves as ``subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True,
-encoding="utf-8", errors="surrogateescape", timeout=timeout)`` did: the same decoding (with universal newlines),
-SIGPIPE and SIGXFSZ back to their defaults in the child, the child killed and reaped at the timeout. It runs as
-``git -C ROOT ARGS…`` (``os.posix_spawn`` cannot change the child's directory; ``-C`` makes git do it first),
-with ``GIT_OPTIONAL_LOCKS=0`` (a status never takes ``index.lock`` while the user runs git) and
-``GIT_TERMINAL_PROMPT=0``.
+Starting several commands at once lets one load or save overlap them: ``rev-parse`` with ``status``, the blob
+hashes of the recorded files with both, the history commands with each other. Each is a ``subprocess.Popen``
+of ``git -C ROOT ARGS…`` (an argv list, never a shell) with ``GIT_OPTIONAL_LOCKS=0`` (a status never takes
+``index.lock`` while the user runs git) and ``GIT_TERMINAL_PROMPT=0``, collected with a timeout after which it is
+killed and reaped. Output is decoded as UTF-8 with ``surrogateescape`` and no newline translation: file names
+may hold carriage returns.
 """
 
 from __future__ import annotations
 
-import fcntl
+import logging
 import os
-import select
-import signal
-import time
+import subprocess
+from collections.abc import Iterable, Sequence
+from typing import Final
 
-TYPE_CHECKING = False  # `typing` is not imported at run time: it costs more than this whole module
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from typing import Final
-
-    from checkpoint_mcp.errors import GitError
+from checkpoint_mcp.errors import GitError
 
 TIMEOUT_SECONDS: Final = 3.0
 """Longest any single git command may take before the save or load goes on without it."""
@@ -38,40 +24,18 @@ TIMEOUT_SECONDS: Final = 3.0
 PREFIX_ARGS: Final = ("rev-parse", "--is-inside-work-tree", "--show-prefix")
 STATUS_ARGS: Final = ("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--", ".")
 
-_READ_SIZE: Final = 1 << 16
-_PIPE_BUF: Final = getattr(select, "PIPE_BUF", 512)
+_ENVIRONMENT_OVERRIDES: Final = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
 
-
-def _git_error(message: str) -> GitError:
-    from checkpoint_mcp.errors import GitError
-
-    return GitError(message)
-
-
-def _above_stdio(fd: int) -> int:
-    """``fd`` moved above 0-2 (it lands there only when the parent's own stdio is closed); close-on-exec."""
-    if fd > 2:
-        return fd
-    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.close(fd)
-    return high
-
-
-def _pipe() -> tuple[int, int]:
-    read_end, write_end = os.pipe()  # both close-on-exec: the child keeps only what it dup2s onto 0-2
-    return _above_stdio(read_end), _above_stdio(write_end)
+logger = logging.getLogger("checkpoint_mcp.session.git")
 
 
 def info(message: str, *args: object) -> None:
-    """Log at info level for ``checkpoint_mcp.session.git``; ``logging`` is imported only when there is a record."""
-    import logging
-
-    logging.getLogger("checkpoint_mcp.session.git").info(message, *args)
+    """Log at info level for ``checkpoint_mcp.session.git``."""
+    logger.info(message, *args)
 
 
 def _text(data: bytes) -> str:
-    # What subprocess's text mode returned: decoded, then universal newlines.
-    return data.decode("utf-8", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
+    return data.decode("utf-8", "surrogateescape")
 
 
 class Started:
@@ -87,42 +51,21 @@ class Started:
         self.args = tuple(args)
         self.timeout = timeout
         self._input = stdin.encode("utf-8", "surrogateescape") if stdin is not None else None
-        self._pid: int | None = None
-        self._fds: dict[str, int] = {}
         self._outcome: tuple[int, str] | None = None
         self._error: GitError | None = None
-        self._spawn_error: OSError | None = None
         self._cancelled = False
-        self._deadline = time.monotonic() + timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._spawn_error: OSError | None = None
         try:
-            self._spawn(root)
-        except OSError as exc:
-            self._close_fds()
-            self._spawn_error = exc
-
-    def _spawn(self, root: str) -> None:
-        env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
-        actions = []
-        if self._input is not None:
-            child_in, self._fds["in"] = _pipe()
-            actions.append((os.POSIX_SPAWN_DUP2, child_in, 0))
-        self._fds["out"], child_out = _pipe()
-        self._fds["err"], child_err = _pipe()
-        actions += [(os.POSIX_SPAWN_DUP2, child_out, 1), (os.POSIX_SPAWN_DUP2, child_err, 2)]
-        child_ends = [fd for _, fd, _ in actions]
-        try:
-            self._pid = os.posix_spawnp(
-                "git",
+            self._process = subprocess.Popen(
                 ["git", "-C", root, *self.args],
-                env,
-                file_actions=actions,
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                stdin=subprocess.PIPE if self._input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, **_ENVIRONMENT_OVERRIDES},
             )
-        finally:
-            for fd in child_ends:
-                os.close(fd)
-
-    # ---- collecting ----------------------------------------------------------------------------------------
+        except OSError as exc:
+            self._spawn_error = exc
 
     def wait(self) -> tuple[int, str]:
         """The exit status and stdout (stderr when the status is not 0), as the session code reads git.
@@ -132,11 +75,11 @@ class Started:
         """
         if self._outcome is None and self._error is None:
             if self._cancelled:
-                raise _git_error(f"`git {self.args[0]}` was cancelled")
+                raise GitError(f"`git {self.args[0]}` was cancelled")
             try:
                 self._outcome = self._collect()
             except _Failure as failure:
-                self._error = _git_error(str(failure))
+                self._error = GitError(str(failure))
         if self._error is not None:
             raise self._error
         assert self._outcome is not None
@@ -150,7 +93,7 @@ class Started:
         """
         code, output = self.wait()
         if code != 0:
-            raise _git_error(f"`git {' '.join(self.args[:2])}` failed: {output.strip()[:300]}")
+            raise GitError(f"`git {' '.join(self.args[:2])}` failed: {output.strip()[:300]}")
         return output
 
     def cancel(self) -> None:
@@ -163,87 +106,23 @@ class Started:
             if isinstance(self._spawn_error, FileNotFoundError):
                 raise _Failure("git is not installed or not on PATH")
             raise _Failure(f"cannot run git: {self._spawn_error}")
+        process = self._process
+        assert process is not None
         try:
-            out, err = self._communicate()
-            code = self._reap()
-        finally:
+            out, err = process.communicate(self._input, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
             self._kill()
+            raise _Failure(f"`git {self.args[0]}` did not finish within {self.timeout:g} seconds") from None
+        self._process = None
+        code = process.returncode
         return code, _text(out) if code == 0 else _text(err)
 
     def _kill(self) -> None:
-        if self._pid is not None:
-            # Not contextlib.suppress: contextlib is not imported yet when `checkpoint brief` starts git.
-            try:  # noqa: SIM105
-                os.kill(self._pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self._pid, 0)
-            self._pid = None
-        self._close_fds()
-
-    def _communicate(self) -> tuple[bytes, bytes]:
-        """Write stdin and read stdout and stderr at the same time, as ``Popen.communicate`` does."""
-        poller = select.poll()
-        chunks: dict[int, list[bytes]] = {self._fds["out"]: [], self._fds["err"]: []}
-        for fd in chunks:
-            poller.register(fd, select.POLLIN | select.POLLPRI)
-        view = memoryview(self._input or b"")
-        if "in" in self._fds:
-            if view:
-                poller.register(self._fds["in"], select.POLLOUT)
-            else:
-                self._close("in")
-        open_fds = len(chunks) + (1 if "in" in self._fds else 0)
-        while open_fds:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise _Failure(self._timeout_message())
-            for fd, event in poller.poll(remaining * 1000):
-                if fd == self._fds.get("in"):
-                    try:
-                        written = os.write(fd, view[:_PIPE_BUF])
-                    except BrokenPipeError:
-                        written = len(view)
-                    view = view[written:]
-                    if not view:
-                        poller.unregister(fd)
-                        self._close("in")
-                        open_fds -= 1
-                    continue
-                data = os.read(fd, _READ_SIZE) if event & (select.POLLIN | select.POLLPRI | select.POLLHUP) else b""
-                if data:
-                    chunks[fd].append(data)
-                    continue
-                poller.unregister(fd)
-                open_fds -= 1
-        return b"".join(chunks[self._fds["out"]]), b"".join(chunks[self._fds["err"]])
-
-    def _reap(self) -> int:
-        assert self._pid is not None
-        pause = 0.0002
-        while True:
-            pid, status = os.waitpid(self._pid, os.WNOHANG)
-            if pid:
-                self._pid = None
-                self._close_fds()
-                return os.waitstatus_to_exitcode(status)
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise _Failure(self._timeout_message())
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, 0.05)
-
-    def _timeout_message(self) -> str:
-        return f"`git {self.args[0]}` did not finish within {self.timeout:g} seconds"
-
-    def _close(self, name: str) -> None:
-        fd = self._fds.pop(name, None)
-        if fd is not None:
-            os.close(fd)
-
-    def _close_fds(self) -> None:
-        for name in list(self._fds):
-            self._close(name)
+        process, self._process = self._process, None
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()  # reaps it and closes its pipes
 
 
 class _Failure(Exception):
@@ -344,8 +223,6 @@ class SnapshotRun:
 
     def in_work_tree(self) -> bool:
         """True when the root is inside a git work tree; False outside one, or when git cannot be run."""
-        from checkpoint_mcp.errors import GitError
-
         try:
             return self.prefix() is not None
         except GitError:

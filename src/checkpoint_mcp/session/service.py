@@ -122,29 +122,15 @@ def load(
     *,
     output: Format = "brief",
     now: datetime | None = None,
-    prefetch: SnapshotRun | None = None,
 ) -> LoadOutcome:
     """Read the checkpoint (or its backup), compute drift, and render the brief or the full JSON.
-
-    ``prefetch``: ``rev-parse`` and ``status`` already started for a guessed root (``checkpoint brief`` starts
-    them before its imports); used when the guess was ``root``, and cancelled in any case.
 
     Raises:
         CheckpointVersionError: the checkpoint was written by a newer Checkpoint.
         CheckpointFileError: a checkpoint exists but neither it nor its backup can be used.
     """
-    run = prefetch if prefetch is not None and prefetch.root == root.path else None
-    if prefetch is not None and run is None:
-        prefetch.cancel()
-    try:
-        return _load(root, output, now, run)
-    finally:
-        if run is not None:
-            run.cancel()
-
-
-def _load(root: ProjectRoot, output: Format, now: datetime | None, run: SnapshotRun | None) -> LoadOutcome:
     path = store.checkpoint_path(root.path)
+    run: SnapshotRun | None = None
     with store.locked(root.path, exclusive=False):
         stored = store.read(root.path)
 
@@ -194,23 +180,15 @@ def brief_text(
     hook: bool,
     environ: Mapping[str, str],
     cwd: str,
-    prefetch: SnapshotRun | None = None,
 ) -> str:
     """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
-
-    ``prefetch``: see ``load``; cancelled in any case.
 
     Raises:
         ProjectRootError: the project root is not an absolute path to an existing directory.
         CheckpointFileError: a checkpoint exists but cannot be used (see ``load``).
     """
-    try:
-        root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
-    except BaseException:
-        if prefetch is not None:
-            prefetch.cancel()
-        raise
-    outcome = load(root, output=output, prefetch=prefetch)
+    root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
+    outcome = load(root, output=output)
     return render.session_start_hook(outcome.text) if hook else outcome.text
 
 

@@ -193,10 +193,10 @@ class Interceptor:
             out.to_upstream.extend(line for line, _ in upward)
         return out
 
-    def _write_failure(self, message: Message, cause: str, seq: int | None = None) -> dict[str, Any]:
+    def _write_failure(self, message: Message, cause: str) -> dict[str, Any]:
         params = message.params if isinstance(message.params, dict) else {}
         workflow = self._calls.lineage.head if self._calls is not None else ""
-        return JournalWriteFailed(workflow=workflow, seq=seq, tool=str(params.get("name", "")), cause=cause).to_error()
+        return JournalWriteFailed(workflow=workflow, seq=None, tool=str(params.get("name", "")), cause=cause).to_error()
 
     def flush(self) -> Flushed:
         """Commit the pending journal writes (one durable transaction for both directions), then release the

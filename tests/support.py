@@ -212,3 +212,12 @@ def journal_calls(location: str, workflow: str) -> list[Any]:
 def journal_states(location: str, workflow: str) -> dict[int, Any]:
     """seq -> CallState of ``workflow``."""
     return {row.seq: row.state for row in journal_calls(location, workflow)}
+
+
+def effects_proxy(journal: str, tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProcess:
+    """`checkpoint` journaling to ``journal`` in front of the effects server, whose side effects go to
+    ``tmp_path / "effects.jsonl"``; ``trigger`` arms a named debug trigger (a crash at that point)."""
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    if trigger:
+        env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
+    return ProxyProcess("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, *extra, env=env)

@@ -11,22 +11,11 @@ import pytest
 
 from checkpoint_mcp.errors import COLLECTED, FAILED_BY_OPERATOR, IN_DOUBT
 
-from support import ProxyProcess, checkpoint_argv, done_count, server_cmd
+from support import ProxyProcess, checkpoint_argv, done_count, effects_proxy, server_cmd
 
 
 def start(journal: str, tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
-    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
-    if trigger:
-        env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
-    return ProxyProcess(
-        "--upstream-cmd",
-        server_cmd("effects_server.py"),
-        "--journal",
-        journal,
-        "--workflow-id",
-        "wf",
-        env=env,
-    )
+    return effects_proxy(journal, tmp_path, "--workflow-id", "wf", trigger=trigger)
 
 
 def cli(journal: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

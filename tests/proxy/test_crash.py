@@ -10,7 +10,7 @@ import pytest
 from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, done_count, journal_states, read_effects, server_cmd, wait_until
+from support import ProxyProcess, done_count, effects_proxy, journal_states, read_effects, wait_until
 
 GUARANTEE = (
     "Checkpoint guarantees that a completed side effect is never re-executed on replay, provided the replayed call "
@@ -22,10 +22,7 @@ README = Path(__file__).parents[2] / "README.md"
 
 
 def start(journal: str, tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
-    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
-    if trigger:
-        env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
-    return ProxyProcess("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, env=env)
+    return effects_proxy(journal, tmp_path, trigger=trigger)
 
 
 def test_guarantee_completed_side_effect_never_reexecuted(journal: str, workflow: str, tmp_path: Path) -> None:

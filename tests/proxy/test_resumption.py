@@ -9,23 +9,11 @@ from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, Journal
 
-from support import ProxyProcess, done_count, read_effects, server_cmd
+from support import ProxyProcess, done_count, effects_proxy, read_effects
 
 
 def start(journal: str, tmp_path: Path, *extra: str, trigger: str | None = None) -> ProxyProcess:
-    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
-    if trigger:
-        env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
-    return ProxyProcess(
-        "--upstream-cmd",
-        server_cmd("effects_server.py"),
-        "--journal",
-        journal,
-        "--workflow-id",
-        "wf",
-        *extra,
-        env=env,
-    )
+    return effects_proxy(journal, tmp_path, "--workflow-id", "wf", *extra, trigger=trigger)
 
 
 def open_j(location: str) -> Journal:

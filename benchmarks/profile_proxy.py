@@ -42,7 +42,7 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("pipe read", re.compile(r"^(os_read|_UnixReadPipeTransport\._read_ready) ")),
     ("line splitting", re.compile(r"^LineSplitter\.")),
     ("interceptor bookkeeping (rest)", re.compile(r"^(Interceptor\.|_LazyBatch\.|_InFlight|ClientBatch)")),
-    ("relay (rest)", re.compile(r"^(Relay\.|_Reader\.|_Upstream\.)")),
+    ("relay (rest)", re.compile(r"^(Relay\.|Reader\.|Writer\.|ChildUpstream\.)")),
     ("asyncio event loop", re.compile(r"asyncio/")),
 ]
 OTHER = "other"

@@ -419,21 +419,30 @@ class Interceptor:
     def upstream_gone(self, exit_status: str) -> list[bytes]:
         """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
         out: list[bytes] = []
-        for entry in self._in_flight.values():
-            claimed = entry.claimed
-            if claimed is not None and self._calls is not None:
-                self._calls.finished(claimed)
-            if entry.cancelled:
-                continue
-            refusal = UpstreamExited(
-                workflow=claimed.workflow if claimed else None,
-                seq=claimed.seq if claimed else None,
-                tool=claimed.tool if claimed else None,
-                exit_status=exit_status,
-            )
-            out.append(error_line(entry.ident, refusal.to_error()))
+        for entry in list(self._in_flight.values()):
+            out.extend(self._abandoned(entry, exit_status))
         self._in_flight.clear()
         return out
+
+    def abandon(self, ident: Any, reason: str) -> list[bytes]:
+        """The error reply for one request in flight that will get no answer (its exchange with the upstream
+        broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
+        entry = self._in_flight.pop(id_key(ident), None)
+        return self._abandoned(entry, reason) if entry is not None else []
+
+    def _abandoned(self, entry: _InFlight, reason: str) -> list[bytes]:
+        claimed = entry.claimed
+        if claimed is not None and self._calls is not None:
+            self._calls.finished(claimed)
+        if entry.cancelled:
+            return []
+        refusal = UpstreamExited(
+            workflow=claimed.workflow if claimed else None,
+            seq=claimed.seq if claimed else None,
+            tool=claimed.tool if claimed else None,
+            exit_status=reason,
+        )
+        return [error_line(entry.ident, refusal.to_error())]
 
 
 def _valid_tools_call(message: Message) -> dict[str, Any]:

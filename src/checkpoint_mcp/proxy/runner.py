@@ -58,10 +58,11 @@ def run_proxy(config: ProxyConfig) -> int:
         logger.info("upstream started (pid %d): %s", upstream.pid, config.upstream_cmd)
         import asyncio
 
+        from checkpoint_mcp.proxy.child import ChildUpstream
         from checkpoint_mcp.proxy.interceptor import Interceptor
         from checkpoint_mcp.proxy.relay import Relay
 
         interceptor = Interceptor(config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(upstream, interceptor, client_in, client_out)
+        relay = Relay(ChildUpstream(upstream), interceptor, client_in, client_out)
         return asyncio.run(relay.run())

@@ -1,4 +1,9 @@
-"""The upstream server as a child process: started early, watched, and never left behind.
+"""The upstream: the interface every way out implements, and the child process of a local server.
+
+``Upstream`` is what a pump (the stdio relay, a gateway) needs of a server, however it is reached; ``UpstreamSink``
+is what the server's side calls back. The stdio child (``child.ChildUpstream``) is one implementation.
+
+A local upstream is started early, watched, and never left behind.
 
 The proxy starts the upstream before it imports its event loop and interceptor, so the server's own start-up
 (often hundreds of milliseconds for `npx`/`uvx` servers) overlaps with ours. This module therefore imports only
@@ -15,8 +20,50 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any, Protocol
 
 PR_SET_PDEATHSIG = 1
+
+
+class UpstreamSink(Protocol):
+    """What an upstream reports to the pump that drives it (all called on the event loop)."""
+
+    def upstream_lines(self, lines: list[bytes]) -> None:
+        """Complete messages from the server, one line each ending in ``\\n``, as the original bytes."""
+
+    def upstream_closed(self) -> None:
+        """The server is gone for good (its output closed); ``Upstream.died`` says how."""
+
+    def pause_client(self, paused: bool) -> None:
+        """Backpressure: the server is not taking our writes; stop (or resume) reading the client."""
+
+    def request_abandoned(self, ident: Any, reason: str) -> None:
+        """The request with JSON-RPC id ``ident`` will get no answer (its exchange broke); ``reason`` says why.
+
+        A journaled call then stays PENDING: in doubt, never re-sent.
+        """
+
+
+class Upstream(Protocol):
+    """A server the proxy talks to: lines in, lines out, and a bounded end."""
+
+    async def start(self, sink: UpstreamSink) -> None:
+        """Begin delivering the server's messages to ``sink``."""
+
+    def send(self, data: bytes) -> None:
+        """Send one or more complete lines (original bytes, each ending in ``\\n``) to the server."""
+
+    def pause_reading(self, paused: bool) -> None:
+        """Backpressure: the client is not reading; stop (or resume) reading the server."""
+
+    async def died(self) -> str:
+        """After ``upstream_closed``: how the server ended (``exit code 3``, ``killed by SIGKILL``)."""
+
+    async def shutdown(self) -> str:
+        """End the server gracefully, then by force, every wait bounded; how it ended."""
+
+    def kill(self) -> None:
+        """End the server at once."""
 
 
 def _death_signal_setter() -> Callable[[], None] | None:

@@ -70,7 +70,8 @@ def test_the_in_doubt_call_of_a_crashed_proxy_is_shown_first_and_resolving_it_fr
             CallState.PENDING,
         )
         assert json.loads(resolution.outcome or "") == RESULT
-        assert resolution.user and resolution.host
+        assert resolution.user
+        assert resolution.host
     finally:
         j.close()
     expect(page.locator("main")).to_contain_text("resolved as completed (was PENDING)")

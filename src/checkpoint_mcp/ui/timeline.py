@@ -4,14 +4,14 @@ A bar runs from the call's start to its end, coloured by state; a PENDING call r
 flight while a live proxy owns the workflow, in doubt otherwise. Calls a branch inherited from its parent (it
 replayed them instead of running them) are pale and marked ↺; an operator's resolution is a diamond at the
 moment it was made; the fork a branch started with is a dashed line across the chart, and a fork taken from
-this workflow is a ⑂ link at the call where it branched. Every bar links to its call's page. Pure: text in,
-text out.
+this workflow is a line from the call where it branched to the branch's name. Every bar links to its call's
+page. Pure: text in, text out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 
 from checkpoint_mcp.journal.base import CallRecord, CallState
@@ -19,7 +19,7 @@ from checkpoint_mcp.ui.views import Timeline, TimelineRow
 
 WIDTH = 960
 LABEL_WIDTH = 230
-RIGHT_MARGIN = 120  # room for the ⑂ fork links
+RIGHT_MARGIN = 120  # room for the names of forks
 ROW_HEIGHT = 24
 BAR_HEIGHT = 14
 AXIS_HEIGHT = 34
@@ -69,12 +69,20 @@ def timeline_svg(
     if not rows:
         return '<p class="empty">No calls yet.</p>'
     starts = [parse_time(r.record.started_at) for r in rows]
-    ends: list[datetime] = []
-    for row, start in zip(rows, starts, strict=True):
-        ends.append(parse_time(row.record.finished_at) if row.record.finished_at else max(now, start))
-    moments = [*ends, *(parse_time(res.at) for row in rows for res in row.resolutions)]
-    first, last = min(starts), max([*moments, *starts])
-    total = max((last - first).total_seconds(), 0.001)
+    pending = any(r.record.state is CallState.PENDING for r in rows)
+    moments = [
+        *starts,
+        *(parse_time(r.record.finished_at) for r in rows if r.record.finished_at),
+        *(parse_time(res.at) for row in rows for res in row.resolutions),
+        *([now] if pending and live else []),
+    ]
+    first = min(starts)
+    total = max((max(moments) - first).total_seconds(), 0.001)
+    if pending and not live:
+        # An in-doubt call has no end: its bar runs past the last thing the journal knows, off the chart.
+        total *= 1.08
+    open_end = first + timedelta(seconds=total)
+    ends = [parse_time(r.record.finished_at) if r.record.finished_at else open_end for r in rows]
     plot = WIDTH - LABEL_WIDTH - RIGHT_MARGIN
 
     def x(moment: datetime) -> float:
@@ -111,7 +119,7 @@ def timeline_svg(
             fork_line_drawn = True
             out.append(f'<line x1="0" y1="{top}" x2="{WIDTH}" y2="{top}" class="fork-line"/>')
             out.append(
-                f'<text x="{WIDTH - 4}" y="{top - 3}" text-anchor="end" class="fork-label">⑂ forked from '
+                f'<text x="{WIDTH - 4}" y="{top - 3}" text-anchor="end" class="fork-label">forked from '
                 f"{escape(_short(timeline.summary.parent))} at #{timeline.summary.fork_seq}</text>"
             )
         out.append(_bar(row, x(start), x(end), top, live, call_link))
@@ -123,11 +131,11 @@ def timeline_svg(
                 f"{escape(resolution.user)} on {escape(resolution.host)} at {escape(resolution.at)}</title></path>"
             )
         for branch in forks_at.pop(record.seq, []) if not row.inherited else []:
-            out.append(_fork_link(branch, top, workflow_link))
+            out.append(_fork_link(branch, top, workflow_link, start=x(end)))
     # Forks at a sequence with no row left here (released or collected) still get their link, at the bottom.
     for seq, branches in sorted(forks_at.items()):
         for branch in branches:
-            out.append(_fork_link(branch, bottom - ROW_HEIGHT, workflow_link, f" at #{seq}"))
+            out.append(_fork_link(branch, bottom - ROW_HEIGHT, workflow_link, f" at #{seq}", start=LABEL_WIDTH))
     out.append(_legend(bottom + 8))
     out.append("</svg>")
     return "".join(out)
@@ -158,13 +166,15 @@ def _bar(row: TimelineRow, left: float, right: float, top: float, live: bool, li
     )
 
 
-def _fork_link(branch: str, top: float, workflow_link: Callable[[str], str], suffix: str = "") -> str:
+def _fork_link(branch: str, top: float, workflow_link: Callable[[str], str], suffix: str = "", *, start: float) -> str:
+    """The branch taken at this row: a line from the end of its bar to the branch's name, linking to it."""
     fx, fy = WIDTH - RIGHT_MARGIN, top + ROW_HEIGHT / 2
     name = "~" + branch.rsplit("~", 1)[1] if "~" in branch else _short(branch)
     return (
-        f'<a href="{escape(workflow_link(branch))}" class="fork"><title>branch {escape(branch)}{suffix}</title>'
-        f'<path d="M{fx - 6},{fy} C{fx + 10},{fy} {fx + 6},{fy + 10} {fx + 22},{fy + 10}" class="fork-path"/>'
-        f'<text x="{fx + 24}" y="{fy + 14}" class="fork-label">⑂ {escape(name)}{escape(suffix)}</text></a>'
+        f'<a href="{escape(workflow_link(branch))}" class="fork"><title>branch {escape(branch)}{escape(suffix)}</title>'
+        f'<path d="M{start + 2:.1f},{fy} L{fx - 8},{fy} C{fx + 4},{fy} {fx + 2},{fy + 9} {fx + 16},{fy + 9}" '
+        'class="fork-path"/>'
+        f'<text x="{fx + 19}" y="{fy + 13}" class="fork-label">fork {escape(name)}{escape(suffix)}</text></a>'
     )
 
 

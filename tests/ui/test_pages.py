@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import BrowserContext, expect
 
 from browser import chromium
-from support import effects_proxy
+from support import effects_proxy, wait_until
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -103,3 +103,13 @@ def test_every_page_reads_without_javascript(tmp_path: Path, ui_server: Callable
         plain.locator("#resolve-release button").click()  # a plain HTML form post: no script needed
         expect(plain.get_by_role("status").filter(has_text="released")).to_be_visible()
         expect(plain.locator("table.calls tr[data-seq]")).to_have_count(1)
+
+
+def test_open_hands_the_printed_url_to_the_default_browser(tmp_path: Path, ui_server: Callable[..., object]) -> None:
+    opened = tmp_path / "opened.txt"
+    fake = tmp_path / "fake-browser"
+    fake.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    fake.chmod(0o755)
+    ui = ui_server(str(tmp_path / "j.db"), "--open", env={"BROWSER": str(fake)})
+    wait_until(lambda: opened.exists() and opened.read_text().strip() != "", what="the browser to be opened")
+    assert opened.read_text().strip() == ui.url

@@ -88,3 +88,27 @@ def test_the_readme_links_the_three_screenshots_and_the_ui_page() -> None:
     for name in ("docs/ui-workflows.png", "docs/ui-timeline.png", "docs/ui-call.png", "docs/ui.md"):
         assert f"]({name})" in readme, name
         assert (ROOT / name).is_file(), name
+
+
+def test_a_long_workflow_is_paged_newest_calls_first(tmp_path: Path) -> None:
+    j = open_journal(str(tmp_path / "j.db"))
+    try:
+        j.lineage("long")
+        unit = j.unit()
+        for seq in range(1, 6):
+            unit.reserve("long", seq, "send", "{}", f"s{seq}")
+            unit.finish("long", seq, CallState.COMPLETED, '{"content":[]}')
+        unit.commit()
+        last = views.timeline(j, "long", size=2)
+        middle = views.timeline(j, "long", start=2, size=2)
+    finally:
+        j.close()
+    assert [r.record.seq for r in last.rows] == [4, 5]
+    assert (last.total, last.earlier, last.later) == (5, 2, None)
+    assert [r.record.seq for r in middle.rows] == [2, 3]
+    assert (middle.earlier, middle.later) == (1, 4)
+    svg = timeline_svg(middle, datetime.now(UTC), LINKS.record, LINKS.workflow)
+    html = pages.workflow_page(PAGE, middle, svg)
+    assert "2 of 5 calls, from #2." in html
+    assert 'href="/workflow?id=long&amp;start=1">← earlier calls' in html
+    assert 'href="/workflow?id=long&amp;start=4">later calls →' in html

@@ -106,6 +106,12 @@ def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused_and_wri
         headers={"Origin": "http://evil.example"},
     )
     assert forged.status == 403
+    opaque = page.request.post(
+        ui.base + "resolve",
+        form={"csrf": csrf or "", "workflow": "wf", "seq": "1", "action": "failed", "message": "x"},
+        headers={"Origin": "null"},  # a sandboxed frame's opaque origin
+    )
+    assert opaque.status == 403
     assert journal_states(journal, "wf") == {1: CallState.PENDING}
 
     # A GET never acts.

@@ -127,10 +127,11 @@ async def workflows(request: Request) -> Response:
 
 
 async def workflow(request: Request) -> Response:
-    """A workflow's timeline page (``?id=WORKFLOW``)."""
-    workflow_id = request.query_params.get("id", "")
+    """A workflow's timeline page (``?id=WORKFLOW[&start=SEQ]``)."""
+    workflow_id, start_text = request.query_params.get("id", ""), request.query_params.get("start")
     try:
-        version, timeline = await _access(request).run(lambda j: (j.version(), views.timeline(j, workflow_id)))
+        start = None if start_text is None else _seq(start_text)
+        version, timeline = await _access(request).run(lambda j: (j.version(), views.timeline(j, workflow_id, start)))
     except CheckpointError as exc:
         return _failure(request, exc)
     page = _page(request, version)

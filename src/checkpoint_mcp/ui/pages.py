@@ -69,9 +69,10 @@ class Links(NamedTuple):
     resolve: str
     version: str
 
-    def workflow(self, workflow: str) -> str:
-        """The page of ``workflow``."""
-        return f"{self.workflow_base}?{urlencode({'id': workflow})}"
+    def workflow(self, workflow: str, start: int | None = None) -> str:
+        """The page of ``workflow`` (its calls from sequence ``start`` on, if given)."""
+        query: dict[str, object] = {"id": workflow} if start is None else {"id": workflow, "start": start}
+        return f"{self.workflow_base}?{urlencode(query)}"
 
     def call(self, workflow: str, seq: int) -> str:
         """The page of call ``seq`` of ``workflow``."""
@@ -207,6 +208,13 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "")
         if timeline.rows
         else ""
     )
+    if timeline.earlier is not None or timeline.later is not None:
+        paging = [f"{len(timeline.rows)} of {timeline.total} calls, from #{timeline.rows[0].record.seq}."]
+        if timeline.earlier is not None:
+            paging.append(_a(page.links.workflow(s.workflow, timeline.earlier), "← earlier calls"))
+        if timeline.later is not None:
+            paging.append(_a(page.links.workflow(s.workflow, timeline.later), "later calls →"))
+        table = f'<p class="paging">{" ".join(paging)}</p>{table}'
     audit = (
         "<h2>Resolutions</h2><ul>" + "".join(f"<li>{_resolution_text(r)}</li>" for r in timeline.resolutions) + "</ul>"
         if timeline.resolutions

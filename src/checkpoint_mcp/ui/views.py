@@ -45,13 +45,20 @@ class TimelineRow(NamedTuple):
     resolutions: list[Resolution]
 
 
+WINDOW = 200
+"""The most calls one workflow page draws; a longer workflow is paged through, newest calls first."""
+
+
 class Timeline(NamedTuple):
     """The workflow page: its calls (inherited ones first), its audit trail and the forks taken from it."""
 
     summary: WorkflowSummary
-    rows: list[TimelineRow]
+    rows: list[TimelineRow]  # the window of calls shown
     resolutions: list[Resolution]
     forks: list[WorkflowSummary]  # branches forked from this workflow, by fork sequence
+    total: int = 0  # calls in all, inherited ones included
+    earlier: int | None = None  # the first sequence of the window before this one, if any
+    later: int | None = None  # the first sequence of the window after this one, if any
 
 
 class Divergence(NamedTuple):
@@ -145,8 +152,8 @@ def _inherited(journal: Journal, summary: WorkflowSummary) -> list[CallRecord]:
     return sorted(rows, key=lambda r: r.seq)
 
 
-def timeline(journal: Journal, workflow: str) -> Timeline:
-    """Everything the workflow page shows.
+def timeline(journal: Journal, workflow: str, start: int | None = None, size: int = WINDOW) -> Timeline:
+    """Everything the workflow page shows: ``size`` calls from sequence ``start`` on (default: the last ones).
 
     Raises:
         UsageError: the journal has no such workflow.
@@ -164,7 +171,12 @@ def timeline(journal: Journal, workflow: str) -> Timeline:
     forks = sorted(
         (s for s in journal.workflows() if s.parent == workflow), key=lambda s: (s.fork_seq or 0, s.workflow)
     )
-    return Timeline(summary, rows, resolutions, forks)
+    first = len(rows) - size if start is None else next((i for i, r in enumerate(rows) if r.record.seq >= start), 0)
+    first = max(0, min(first, len(rows) - 1))
+    shown = rows[first : first + size]
+    earlier = rows[max(0, first - size)].record.seq if first > 0 else None
+    later = rows[first + size].record.seq if first + size < len(rows) else None
+    return Timeline(summary, shown, resolutions, forks, len(rows), earlier, later)
 
 
 def _counting_at(journal: Journal, summary: WorkflowSummary, seq: int) -> CallRecord | None:

@@ -65,6 +65,7 @@ def build_journal(journal: str, tmp_path: Path) -> None:
     j = open_journal(journal)
     try:
         operations.resolve(j, "newsletter-48", 5, message="resent by hand after the rate limit")
+        operations.resolve(j, "order-1042", 3, message="card declined; the customer was told by phone")
     finally:
         j.close()
 

@@ -1,11 +1,12 @@
 """A workflow's timeline as an SVG chart, drawn on the server: one bar per call, time across, calls down.
 
-A bar runs from the call's start to its end, coloured by state; a PENDING call runs to now, striped: in
-flight while a live proxy owns the workflow, in doubt otherwise. Calls a branch inherited from its parent (it
-replayed them instead of running them) are pale and marked ↺; an operator's resolution is a diamond at the
-moment it was made; the fork a branch started with is a dashed line across the chart, and a fork taken from
-this workflow is a line from the call where it branched to the branch's name. Every bar links to its call's
-page. Pure: text in, text out.
+A bar runs from the call's start to its end, coloured by state. A PENDING call is striped: in flight (to now)
+while a live proxy owns the workflow, in doubt otherwise (past the last moment the journal knows: it has no
+end). Calls a branch inherited from its parent (it replayed them instead of running them) are pale and marked
+↺. An operator's resolution is a diamond at the moment it was made, and the call's bar, striped, runs until
+then (the journal records that moment as the call's end). The fork a branch started with is a dashed line
+across the chart; a fork taken from this workflow is a line from the call where it branched to the branch's
+name. Every bar links to its call's page. Pure: text in, text out.
 """
 
 from __future__ import annotations
@@ -96,7 +97,10 @@ def timeline_svg(
         '<pattern id="striped" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
         f'<rect width="3" height="6" fill="{COLOURS[CallState.PENDING]}"/></pattern>'
         '<pattern id="striped-live" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
-        f'<rect width="3" height="6" fill="{IN_FLIGHT}"/></pattern></defs>',
+        f'<rect width="3" height="6" fill="{IN_FLIGHT}"/></pattern>'
+        '<pattern id="striped-resolved" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="3" height="6" fill="{RESOLUTION}" opacity=".55"/></pattern>'
+        "</defs>",
         f'<text x="4" y="14" class="axis-title">started {escape(first.strftime("%Y-%m-%d %H:%M:%S"))} UTC</text>',
     ]
     bottom = AXIS_HEIGHT + len(rows) * ROW_HEIGHT
@@ -146,6 +150,9 @@ def _bar(row: TimelineRow, left: float, right: float, top: float, live: bool, li
     record, state = row.record, row.record.state
     if state is CallState.PENDING:
         fill, word = ("url(#striped-live)", "in flight") if live else ("url(#striped)", "in doubt")
+    elif row.resolutions:
+        # A resolution writes its own time as the call's end: the bar runs until the operator decided.
+        fill, word = "url(#striped-resolved)", f"{state.value.lower()}, as an operator resolved it"
     else:
         fill, word = COLOURS[state], state.value.lower()
     if row.inherited:
@@ -184,6 +191,7 @@ def _legend(y: float) -> str:
         (COLOURS[CallState.FAILED], "failed"),
         ("url(#striped)", "in doubt"),
         ("url(#striped-live)", "in flight"),
+        ("url(#striped-resolved)", "until resolved"),
     ]
     parts, lx = [], 4.0
     for fill, text in items:
@@ -192,6 +200,6 @@ def _legend(y: float) -> str:
         lx += 30 + len(text) * 7
     parts.append(f'<path d="M{lx + 5},{y - 1} l6,6 l-6,6 l-6,-6 z" fill="{RESOLUTION}"/>')
     parts.append(f'<text x="{lx + 16}" y="{y + 9}" class="legend">operator resolution</text>')
-    lx += 170
+    lx += 150
     parts.append(f'<text x="{lx}" y="{y + 9}" class="legend">↺ inherited from the parent (replayed, not run)</text>')
     return "".join(parts)

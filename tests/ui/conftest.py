@@ -48,6 +48,7 @@ class UiProcess:
         if found is None:
             self.stop()
             raise AssertionError(f"no URL from `checkpoint journal ui`: {first!r}; stderr:\n{self.stderr()}")
+        self.printed = first or ""
         self.url = found.group(1)
         self.base = self.url.split("?", 1)[0]
 

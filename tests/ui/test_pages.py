@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, expect
 
+from pgserver import PASSWORD
+
 from browser import chromium
 from support import effects_proxy, wait_until
 
@@ -39,6 +41,8 @@ def test_live_refresh_shows_a_call_made_after_the_page_opened(
         expect(timeline.locator('table.calls tr[data-seq="2"]')).to_contain_text("bob")
         expect(timeline.locator('svg.timeline a[data-seq="2"]')).to_have_attribute("data-state", "COMPLETED")
         expect(overview.locator('tr[data-workflow="wf"] td.num').nth(2)).to_have_text("2")  # completed: 2
+        assert PASSWORD not in ui.printed
+        assert PASSWORD not in overview.content()
         assert proxy.close() == 0
     # The owner going away is a change too.
     expect(overview.locator('tr[data-workflow="wf"]')).to_contain_text("none")

@@ -12,6 +12,7 @@ from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
 
 from support import done_count, effects_proxy, journal_states, read_effects, wait_until
+from ui_support import crashed_journal
 
 RESULT = {"content": [{"type": "text", "text": "sent to bob (checked by hand)"}]}
 
@@ -122,3 +123,20 @@ def test_resolving_from_the_page_is_refused_while_a_live_proxy_owns_the_workflow
             assert j.resolutions("live") == []
         finally:
             j.close()
+
+
+def test_a_result_that_is_not_a_json_object_is_refused_with_the_reason_and_the_input_kept(
+    tmp_path: Path, ui_server: Callable[..., object], browser: BrowserContext
+) -> None:
+    journal = crashed_journal(tmp_path)
+    ui = ui_server(journal)
+    page = browser.new_page()
+    page.goto(ui.url)
+    page.goto(ui.base + "call?workflow=wf&seq=1")
+    page.locator("#resolve-completed textarea").fill('["a list, not an object"]')
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.locator("#resolve-completed button").click()
+    assert answer.value.status == 400
+    expect(page.get_by_role("alert")).to_contain_text("must hold a JSON object")
+    expect(page.locator("#resolve-completed textarea")).to_have_value('["a list, not an object"]')
+    assert journal_states(journal, "wf") == {1: CallState.PENDING}

@@ -13,24 +13,8 @@ from playwright.sync_api import BrowserContext, expect
 
 from checkpoint_mcp.journal.base import CallState
 
-from support import checkpoint_argv, effects_proxy, journal_states
-
-
-def crashed_journal(tmp_path: Path) -> str:
-    """A journal whose workflow ``wf`` has call #1 in doubt (its proxy was SIGKILLed after the PENDING commit)."""
-    journal = str(tmp_path / "j.db")
-    with effects_proxy(journal, tmp_path, "--workflow-id", "wf", trigger="after_pending_commit") as proxy:
-        proxy.initialize()
-        proxy.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": "send_email", "arguments": {"to": "ann"}, "_meta": {"checkpoint_seq": 1}},
-            }
-        )
-        assert proxy.proc.wait(20) == -9
-    return journal
+from support import checkpoint_argv, journal_states
+from ui_support import crashed_journal
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:

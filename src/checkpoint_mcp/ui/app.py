@@ -181,19 +181,18 @@ async def resolve(request: Request) -> Response:
     shown_from = str(form.get("from") or workflow_id)
     try:
         seq = _seq(str(form.get("seq", "")))
-        if action == "completed":
-            kwargs: dict[str, object] = {"result": str(form.get("result", ""))}
-        elif action == "failed":
-            kwargs = {"message": str(form.get("message", ""))}
-        elif action == "release" and form.get("confirm") == "yes":
-            kwargs = {"release": True}
-        else:
+        if action not in ("completed", "failed", "release") or (action == "release" and form.get("confirm") != "yes"):
             raise UsageError("choose completed (with a result), failed (with a message), or release (confirmed)")
+        result = str(form.get("result", "")) if action == "completed" else None
+        message = str(form.get("message", "")) if action == "failed" else None
         done = await _access(request).run(
-            lambda j: operations.resolve(j, workflow_id, seq, **kwargs)  # type: ignore[arg-type]
+            lambda j: operations.resolve(
+                j, workflow_id, seq, result=result, message=message, release=action == "release"
+            )
         )
     except (UsageError, WorkflowOwned) as exc:
-        return await _refused(request, shown_from, workflow_id, form.get("seq"), exc)
+        typed = {k: str(form[k]) for k in ("result", "message") if isinstance(form.get(k), str)}
+        return await _refused(request, shown_from, form.get("seq"), exc, typed)
     except JournalError as exc:
         return _failure(request, exc)
     if done.action.value == "released":
@@ -203,8 +202,10 @@ async def resolve(request: Request) -> Response:
     return RedirectResponse(target.path + "?" + target.query, status_code=303)
 
 
-async def _refused(request: Request, shown_from: str, workflow_id: str, seq: object, exc: CheckpointError) -> Response:
-    """The call page again, saying why the resolve was refused (nothing was written)."""
+async def _refused(
+    request: Request, shown_from: str, seq: object, exc: CheckpointError, typed: dict[str, str]
+) -> Response:
+    """The call page again, saying why the resolve was refused (nothing was written), with what was typed."""
     status = 409 if isinstance(exc, WorkflowOwned) else 400
     try:
         number = _seq(str(seq))
@@ -212,7 +213,9 @@ async def _refused(request: Request, shown_from: str, workflow_id: str, seq: obj
     except CheckpointError:
         return HTMLResponse(pages.message_page(_page(request, None), "Refused", str(exc)), status_code=status)
     text = f"Refused, nothing was written: {exc}"
-    page = pages.call_page(_page(request, version), view, csrf_token(request, _secret(request)), error=text)
+    page = pages.call_page(
+        _page(request, version), view, csrf_token(request, _secret(request)), error=text, filled=typed
+    )
     return HTMLResponse(page, status_code=status)
 
 

@@ -241,7 +241,10 @@ def _hidden(fields: dict[str, Any]) -> str:
     return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">' for k, v in fields.items())
 
 
-def _forms(page: Page, view: CallView, csrf: str) -> str:
+DEFAULT_RESULT = '{"content": [{"type": "text", "text": ""}]}'
+
+
+def _forms(page: Page, view: CallView, csrf: str, filled: dict[str, str]) -> str:
     record = view.record
     base = {"csrf": csrf, "workflow": record.workflow, "seq": record.seq, "from": view.summary.workflow}
     forms = []
@@ -251,14 +254,15 @@ def _forms(page: Page, view: CallView, csrf: str) -> str:
             f"{_hidden({**base, 'action': 'completed'})}<b>It ran.</b> Replays will return this result (a JSON "
             "object shaped like the tool's own result, with <code>structuredContent</code> if the tool has an "
             'output schema):<br><textarea name="result" rows="4" required>'
-            '{"content": [{"type": "text", "text": ""}]}</textarea>'
+            f"{escape(filled.get('result', DEFAULT_RESULT))}</textarea>"
             "<button>Resolve as completed</button></form>"
         )
     if "failed" in view.resolvable:
         forms.append(
             f'<form class="resolve" id="resolve-failed" method="post" action="{escape(page.links.resolve)}">'
             f"{_hidden({**base, 'action': 'failed'})}<b>It failed.</b> Replays will return error -32085 with this "
-            'message:<br><input type="text" name="message" required><button>Resolve as failed</button></form>'
+            f'message:<br><input type="text" name="message" value="{escape(filled.get("message", ""))}" required>'
+            "<button>Resolve as failed</button></form>"
         )
     release = (
         f'<form class="resolve" id="resolve-release" method="post" action="{escape(page.links.resolve)}">'
@@ -274,8 +278,11 @@ def _forms(page: Page, view: CallView, csrf: str) -> str:
     return "".join(forms)
 
 
-def call_page(page: Page, view: CallView, csrf: str, *, notice: str = "", error: str = "") -> str:
-    """One call in full, the divergence it was part of, its audit trail, and the resolve forms."""
+def call_page(
+    page: Page, view: CallView, csrf: str, *, notice: str = "", error: str = "", filled: dict[str, str] | None = None
+) -> str:
+    """One call in full, the divergence it was part of, its audit trail, and the resolve forms (``filled``: what
+    the operator typed into them, shown again after a refusal)."""
     record = view.record
     facts = [
         ("Workflow", _a(page.links.workflow(record.workflow), record.workflow)),
@@ -329,7 +336,7 @@ def call_page(page: Page, view: CallView, csrf: str, *, notice: str = "", error:
             f'<div class="alert">A live proxy owns this workflow ({_owner(view.summary)}): resolving is refused '
             "until it stops (its decisions must not change under it).</div>"
         )
-    parts.append(_forms(page, view, csrf))
+    parts.append(_forms(page, view, csrf, filled or {}))
     return layout(page, f"#{record.seq} {record.tool}", "".join(parts))
 
 

@@ -26,7 +26,8 @@ main{padding:16px 24px;max-width:1200px}h1{font-size:20px;margin:8px 0 12px}h2{f
 table{border-collapse:collapse;background:#fff;width:100%;margin-bottom:8px}
 th,td{text-align:left;padding:5px 9px;border-bottom:1px solid #e3e6ea;vertical-align:top}
 th{background:#eef0f3;font-weight:600;font-size:12px;text-transform:uppercase;letter-spacing:.03em}
-td.num{text-align:right;font-variant-numeric:tabular-nums}code,pre{font:12px/1.4 ui-monospace,Menlo,monospace}
+td.num{text-align:right;font-variant-numeric:tabular-nums}td.time{white-space:nowrap}
+code,pre{font:12px/1.4 ui-monospace,Menlo,monospace}
 pre{background:#fff;border:1px solid #e3e6ea;padding:8px 10px;overflow:auto;max-height:360px;margin:4px 0}
 .state{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
 .s-COMPLETED{background:#2e7d32}.s-FAILED{background:#c62828}.s-PENDING{background:#ef8f00}.s-FLIGHT{background:#1565c0}
@@ -131,7 +132,8 @@ def workflows_page(page: Page, overview: Overview) -> str:
         rows = "".join(
             f'<tr class="doubt"><td>{_a(page.links.workflow(item.summary.workflow), item.summary.workflow)}</td>'
             f"<td>{_a(page.links.record(item.record), f'#{item.record.seq}')}</td><td>{escape(item.record.tool)}</td>"
-            f"<td>{escape(item.record.started_at)}</td><td><code>{escape(short_arguments(item.record))}</code></td></tr>"
+            f'<td class="time">{escape(item.record.started_at)}</td>'
+            f"<td><code>{escape(short_arguments(item.record))}</code></td></tr>"
             for item in overview.in_doubt
         )
         parts.append(
@@ -156,7 +158,8 @@ def workflows_page(page: Page, overview: Overview) -> str:
             f'<td class="num">{doubtful or ""}</td><td class="num">{flight or ""}</td>'
             f'<td class="num">{s.counts.get(CallState.COMPLETED, 0)}</td>'
             f'<td class="num">{s.counts.get(CallState.FAILED, 0)}</td>'
-            f"<td>{escape(s.last_activity or '-')}</td><td>{_owner(s)}</td></tr>"
+            f'<td class="time">{escape(s.last_activity or "-")}</td>'
+            f"<td>{_owner(s)}</td></tr>"
         )
     parts.append(
         '<h2>All workflows</h2><table class="workflows"><tr><th>Workflow</th><th>Lineage</th><th>In doubt</th>'
@@ -195,7 +198,8 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "")
     rows = "".join(
         f'<tr class="{"inherited" if row.inherited else ""}{" doubt" if row.record.state is CallState.PENDING else ""}"'
         f' data-seq="{row.record.seq}"><td>{_a(page.links.record(row.record), f"#{row.record.seq}")}</td>'
-        f"<td>{escape(row.record.tool)}</td><td>{_state(row.record, live)}</td><td>{escape(row.record.started_at)}</td>"
+        f"<td>{escape(row.record.tool)}</td><td>{_state(row.record, live)}</td>"
+        f'<td class="time">{escape(row.record.started_at)}</td>'
         f'<td class="num">{escape(duration_text(row.record))}</td>'
         f"<td><code>{escape(short_arguments(row.record))}</code></td><td>{escape(row.record.key or '')}</td>"
         f"<td>{'↺ inherited from ' + escape(row.record.workflow) if row.inherited else ''}"
@@ -289,7 +293,7 @@ def call_page(
         ("State", _state(record, view.owner_live)),
         ("Tool", escape(record.tool)),
         ("Started", escape(record.started_at)),
-        ("Finished", f"{escape(record.finished_at or '-')} ({escape(duration_text(record))})"),
+        ("Finished", f"{escape(record.finished_at)} ({escape(duration_text(record))})" if record.finished_at else "-"),
         ("Key", escape(record.key or "-")),
         ("Signature", f"<code>{escape(record.signature)}</code>"),
     ]

@@ -159,7 +159,7 @@ def _json_option(function: Any) -> Any:
 
 @main.group("journal")
 def journal_group() -> None:
-    """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc."""
+    """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc, web UI."""
 
 
 @contextmanager
@@ -316,6 +316,34 @@ def journal_gc(location: str, as_json: bool, older_than: str) -> None:
         click.echo(f"  {workflow}: {', '.join(f'#{s}' for s in seqs)}")
     for root in skipped:
         click.echo(f"  skipped {root}: owned by a live proxy")
+
+
+@journal_group.command("ui")
+@_journal_option
+@click.option(
+    "--listen",
+    default="127.0.0.1:0",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to serve the pages (port 0: a free one). A non-loopback address needs --auth-token-env.",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in the default web browser.")
+@click.option(
+    "--auth-token-env",
+    metavar="VAR",
+    help="Require the token held in environment variable VAR instead of a random one (and allow any address).",
+)
+def journal_ui(location: str, listen: str, open_browser: bool, auth_token_env: str | None) -> None:
+    """Serve the journal as local web pages: workflows, timelines, calls, and resolving in-doubt calls.
+
+    Prints the URL, which carries a random token: without it every request is refused. Runs until Ctrl-C.
+    """
+    from checkpoint_mcp.ui.server import serve_ui
+
+    try:
+        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()

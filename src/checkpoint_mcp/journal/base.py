@@ -324,5 +324,11 @@ class Journal(ABC):
         """
 
     @abstractmethod
+    def version(self) -> str:
+        """A token that changes whenever what the operator's views show may have changed: calls, resolutions,
+        workflows or live owners. Equal tokens mean nothing changed. Cheap enough to poll every second (the
+        operator's web pages do, to refresh themselves)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release the store."""

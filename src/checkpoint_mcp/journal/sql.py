@@ -8,6 +8,7 @@ they compare as strings and read the same everywhere.
 
 from __future__ import annotations
 
+import hashlib
 from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -384,6 +385,26 @@ class SqlJournal(Journal):
                 (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
             )
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
+
+    def version(self) -> str:
+        """What the rows look like (``content_marker``) and who owns each lineage, as one short digest."""
+        with self.reading():
+            content = self.content_marker()
+            roots = sorted(row[0] for row in self.execute("SELECT DISTINCT root_id FROM workflows").fetchall())
+        owners = [self.owner(root) for root in roots]
+        return hashlib.sha256(repr((content, roots, owners)).encode()).hexdigest()[:16]
+
+    def content_marker(self) -> tuple[Any, ...]:
+        """Values that change whenever a call, resolution or workflow row is written or deleted.
+
+        Portable, and a scan of the tables: a database with a cheaper change counter overrides it.
+        """
+        row = self.execute(
+            "SELECT (SELECT count(*) FROM calls), (SELECT count(finished_at) FROM calls),"
+            " (SELECT max(started_at) FROM calls), (SELECT max(finished_at) FROM calls),"
+            " (SELECT count(*) FROM resolutions), (SELECT max(at) FROM resolutions), (SELECT count(*) FROM workflows)"
+        ).fetchone()
+        return tuple(row)
 
     def collect(self, before: str, skip_roots: Sequence[str] = ()) -> dict[str, list[int]]:
         """Delete finished rows older than ``before`` outside ``skip_roots``; remember how far each went."""

@@ -211,6 +211,13 @@ class SqliteJournal(SqlJournal):
         """Translate sqlite3 errors."""
         return _translated(self.path, action)
 
+    def content_marker(self) -> tuple[Any, ...]:
+        """SQLite's own change counters, instead of a scan: ``data_version`` moves when another connection
+        commits, ``total_changes()`` when this one writes (an operator's resolve)."""
+        data_version = self._con.execute("PRAGMA data_version").fetchone()[0]
+        own = self._con.execute("SELECT total_changes()").fetchone()[0]
+        return (int(data_version), int(own))
+
     # ---- ownership ----------------------------------------------------------------------------------------
 
     def _lock_path(self, root: str) -> str:

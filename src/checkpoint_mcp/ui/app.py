@@ -1,0 +1,276 @@
+"""The operator's pages as a Starlette app: ``create_app(location, token=...)``.
+
+`checkpoint journal ui` serves it alone, behind its token; `checkpoint serve` can mount it (at ``/ui``) behind
+its own authentication with ``token=None``. Every URL is built with ``request.url_for``, so the pages work
+under any mount path. Handlers are plain async functions; the journal is read and written on a worker thread,
+one request at a time, through ``journal.operations`` and ``journal.report`` (the same functions, rules and
+audit record as `checkpoint journal show` and `resolve`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from checkpoint_mcp.errors import CheckpointError, JournalError, UsageError, WorkflowOwned
+from checkpoint_mcp.journal import operations
+from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.ui import pages, views
+from checkpoint_mcp.ui.security import (
+    CSRF_FIELD,
+    LOOPBACK_NAMES,
+    CsrfCookie,
+    HostCheck,
+    SecurityHeaders,
+    TokenGate,
+    csrf_token,
+    csrf_valid,
+)
+from checkpoint_mcp.ui.timeline import timeline_svg
+
+T = TypeVar("T")
+
+EFFECTS = {
+    "completed": "replays now return the recorded result",
+    "failed": "replays now return the recorded error",
+    "released": "the next call at this sequence will run",
+}
+
+
+def open_for_operator(location: str) -> Journal:
+    """Open the journal as the operator's commands do (the one place the pages open it).
+
+    Raises:
+        JournalError: it cannot be opened (see ``open_journal``).
+        UsageError: a PostgreSQL URL without the ``postgres`` extra.
+    """
+    from checkpoint_mcp.journal import open_journal
+
+    return open_journal(location)
+
+
+class JournalAccess:
+    """The app's one journal connection: opened on first use, used by one worker thread at a time."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._journal: Journal | None = None
+        self._lock = threading.Lock()
+
+    def _locked(self, work: Callable[[Journal], T]) -> T:
+        with self._lock:
+            if self._journal is None:
+                self._journal = open_for_operator(self.location)
+            return work(self._journal)
+
+    def check(self) -> str:
+        """Open the journal now; its printable location.
+
+        Raises:
+            JournalError: it cannot be opened.
+        """
+        return self._locked(lambda journal: journal.location)
+
+    async def run(self, work: Callable[[Journal], T]) -> T:
+        """``work(journal)`` on a worker thread, alone."""
+        return await run_in_threadpool(self._locked, work)
+
+    def close(self) -> None:
+        """Close the connection (it is opened again on next use)."""
+        with self._lock:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+
+def _access(request: Request) -> JournalAccess:
+    access: JournalAccess = request.app.state.access
+    return access
+
+
+def _page(request: Request, version: str | None) -> pages.Page:
+    links = pages.Links(
+        home=request.url_for("workflows").path,
+        workflow_base=request.url_for("workflow").path,
+        call_base=request.url_for("call").path,
+        resolve=request.url_for("resolve").path,
+        version=request.url_for("version").path,
+    )
+    return pages.Page(links, request.state.nonce, version, request.app.state.shown_location)
+
+
+def _failure(request: Request, exc: CheckpointError) -> Response:
+    status = 404 if isinstance(exc, UsageError) else 409 if isinstance(exc, WorkflowOwned) else 503
+    title = "Not found" if status == 404 else "The journal cannot be read"
+    return HTMLResponse(pages.message_page(_page(request, None), title, str(exc)), status_code=status)
+
+
+async def workflows(request: Request) -> Response:
+    """The workflows page."""
+    try:
+        # The version is read before the data, so a change in between shows as a change (a reload), never lost.
+        version, overview = await _access(request).run(lambda j: (j.version(), views.overview(j)))
+    except CheckpointError as exc:
+        return _failure(request, exc)
+    return HTMLResponse(pages.workflows_page(_page(request, version), overview))
+
+
+async def workflow(request: Request) -> Response:
+    """A workflow's timeline page (``?id=WORKFLOW[&start=SEQ]``)."""
+    workflow_id, start_text = request.query_params.get("id", ""), request.query_params.get("start")
+    try:
+        start = None if start_text is None else _seq(start_text)
+        version, timeline = await _access(request).run(lambda j: (j.version(), views.timeline(j, workflow_id, start)))
+    except CheckpointError as exc:
+        return _failure(request, exc)
+    page = _page(request, version)
+    svg = timeline_svg(timeline, datetime.now(UTC), page.links.record, page.links.workflow)
+    notice = ""
+    if request.query_params.get("resolved") == "released":
+        notice = f"Call #{request.query_params.get('seq', '?')} released: {EFFECTS['released']}."
+    return HTMLResponse(pages.workflow_page(page, timeline, svg, notice=notice))
+
+
+def _seq(text: str | None) -> int:
+    """A call sequence from a query or form field.
+
+    Raises:
+        UsageError: not a positive integer.
+    """
+    if text is None or not text.isdigit() or int(text) < 1:
+        raise UsageError(f"not a call sequence: {text!r}")
+    return int(text)
+
+
+async def call(request: Request) -> Response:
+    """A call's page (``?workflow=WORKFLOW&seq=N``)."""
+    try:
+        workflow_id, seq = request.query_params.get("workflow", ""), _seq(request.query_params.get("seq"))
+        version, view = await _access(request).run(lambda j: (j.version(), views.call_view(j, workflow_id, seq)))
+    except CheckpointError as exc:
+        return _failure(request, exc)
+    resolved = request.query_params.get("resolved")
+    notice = f"Resolved as {resolved}: {EFFECTS[resolved]}." if resolved in EFFECTS else ""
+    return HTMLResponse(
+        pages.call_page(_page(request, version), view, csrf_token(request, _secret(request)), notice=notice)
+    )
+
+
+def _secret(request: Request) -> bytes:
+    secret: bytes = request.app.state.csrf_secret
+    return secret
+
+
+async def resolve(request: Request) -> Response:
+    """POST from a call page's forms: `checkpoint journal resolve`, with its rules and its audit record."""
+    form = await request.form()
+    if not csrf_valid(request, _secret(request), form.get(CSRF_FIELD)):
+        return PlainTextResponse("403 Forbidden: missing or wrong CSRF token (reload the page)\n", status_code=403)
+    workflow_id, action = str(form.get("workflow", "")), str(form.get("action", ""))
+    shown_from = str(form.get("from") or workflow_id)
+    try:
+        seq = _seq(str(form.get("seq", "")))
+        if action not in ("completed", "failed", "release") or (action == "release" and form.get("confirm") != "yes"):
+            raise UsageError("choose completed (with a result), failed (with a message), or release (confirmed)")
+        result = str(form.get("result", "")) if action == "completed" else None
+        message = str(form.get("message", "")) if action == "failed" else None
+        done = await _access(request).run(
+            lambda j: operations.resolve(
+                j, workflow_id, seq, result=result, message=message, release=action == "release"
+            )
+        )
+    except (UsageError, WorkflowOwned) as exc:
+        typed = {k: str(form[k]) for k in ("result", "message") if isinstance(form.get(k), str)}
+        return await _refused(request, shown_from, form.get("seq"), exc, typed)
+    except JournalError as exc:
+        return _failure(request, exc)
+    if done.action.value == "released":
+        target = request.url_for("workflow").include_query_params(id=shown_from, resolved="released", seq=seq)
+    else:
+        target = request.url_for("call").include_query_params(workflow=shown_from, seq=seq, resolved=done.action.value)
+    return RedirectResponse(target.path + "?" + target.query, status_code=303)
+
+
+async def _refused(
+    request: Request, shown_from: str, seq: object, exc: CheckpointError, typed: dict[str, str]
+) -> Response:
+    """The call page again, saying why the resolve was refused (nothing was written), with what was typed."""
+    status = 409 if isinstance(exc, WorkflowOwned) else 400
+    try:
+        number = _seq(str(seq))
+        version, view = await _access(request).run(lambda j: (j.version(), views.call_view(j, shown_from, number)))
+    except CheckpointError:
+        return HTMLResponse(pages.message_page(_page(request, None), "Refused", str(exc)), status_code=status)
+    text = f"Refused, nothing was written: {exc}"
+    page = pages.call_page(
+        _page(request, version), view, csrf_token(request, _secret(request)), error=text, filled=typed
+    )
+    return HTMLResponse(page, status_code=status)
+
+
+async def version(request: Request) -> Response:
+    """``{"version": "…"}``: what the pages poll to refresh themselves when the journal changes."""
+    try:
+        value = await _access(request).run(lambda j: j.version())
+    except CheckpointError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=503)
+    return JSONResponse({"version": value})
+
+
+def create_app(
+    location: str,
+    *,
+    token: str | None,
+    allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
+    shown_location: str | None = None,
+) -> Starlette:
+    """The operator's pages for the journal at ``location``.
+
+    ``token``: every request must prove it knows it (see ``security.TokenGate``); None when a parent app that
+    mounts this one authenticates requests itself. ``allowed_hosts``: the Host names answered (``"*"``: any).
+    ``shown_location``: the journal as the pages name it (default: ``location``; give one without credentials).
+    """
+    access = JournalAccess(location)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        access.close()
+
+    middleware = [Middleware(HostCheck, allowed=tuple(allowed_hosts)), Middleware(SecurityHeaders)]
+    if token is not None:
+        middleware.append(Middleware(TokenGate, token=token))
+    middleware.append(Middleware(CsrfCookie))
+    routes = [
+        Route("/", workflows, name="workflows"),
+        Route("/workflow", workflow, name="workflow"),
+        Route("/call", call, name="call"),
+        Route("/resolve", resolve, methods=["POST"], name="resolve"),
+        Route("/version", version, name="version"),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.access = access
+    app.state.csrf_secret = secrets.token_bytes(32)
+    app.state.shown_location = shown_location or _masked(location)
+    return app
+
+
+def _masked(location: str) -> str:
+    from checkpoint_mcp.journal import is_postgres_url
+
+    if is_postgres_url(location):
+        from checkpoint_mcp.journal.postgres import masked
+
+        return masked(location)
+    return location

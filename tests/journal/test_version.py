@@ -1,0 +1,42 @@
+"""`Journal.version()`: the cheap token the operator's pages poll to refresh themselves, on both backends."""
+
+from __future__ import annotations
+
+from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.base import CallState, ResolveAction
+
+
+def test_the_version_stays_put_while_nothing_changes_and_moves_with_every_kind_of_change(journal: str) -> None:
+    watcher, writer = open_journal(journal), open_journal(journal)
+    try:
+        lineage = writer.lineage("wf")
+        first = watcher.version()
+        assert watcher.version() == first  # reading it changes nothing
+
+        unit = writer.unit()
+        unit.reserve("wf", 1, "send", '{"to":"a"}', "sig")
+        unit.commit()
+        reserved = watcher.version()
+        assert reserved != first  # a call made by another process
+
+        unit.finish("wf", 1, CallState.COMPLETED, '{"content":[]}')
+        unit.commit()
+        finished = watcher.version()
+        assert finished != reserved  # it finished
+
+        ownership = writer.acquire(lineage.root)
+        owned = watcher.version()
+        assert owned != finished  # a live owner appeared
+        ownership.release()
+        released = watcher.version()
+        assert released != owned
+
+        unit.reserve("wf", 2, "send", '{"to":"b"}', "sig2")
+        unit.commit()
+        before_resolve = watcher.version()
+        watcher.resolve("wf", 2, ResolveAction.FAILED, '{"code":-32085}', "alice", "host-a")
+        assert watcher.version() != before_resolve  # a write through the watcher's own connection counts too
+        assert watcher.version() == watcher.version()
+    finally:
+        watcher.close()
+        writer.close()

@@ -122,9 +122,10 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
                 left = count - fetched.get(tool, 0)
                 if left > 0:
                     omitted[tool] = omitted.get(tool, 0) + left
-        if digest.in_doubt or digest.in_flight or digest.done_total:
+        if (digest.in_doubt or digest.in_flight or digest.done_total) and any(digest.before.values()):
             counted = f"{digest.before.get('completed', 0):,} completed, {digest.before.get('failed', 0):,} failed"
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
+        if digest.in_doubt or digest.in_flight or digest.done_total:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
     if not doubt and not flying and not done and not omitted:
         return ""

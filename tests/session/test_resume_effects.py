@@ -17,10 +17,10 @@ import anyio
 import pytest
 
 from checkpoint_mcp.session.effects import TITLE
-from support import checkpoint_argv, done_count, effects_proxy, read_effects
 
 from .conftest import SessionFactory
 from .helpers import text_of
+from support import checkpoint_argv, done_count, effects_proxy, read_effects
 
 pytestmark = pytest.mark.anyio
 

@@ -30,10 +30,23 @@ EFFECTS_MAX_CHARS: Final = 4_000
 GROUP_ARGUMENTS: Final = 3
 """A group of up to this many repeated calls still shows each call's arguments."""
 TITLE: Final = "## Side effects (journal)"
+DONE_KEPT: Final = 5
+"""Lines of calls done since that are kept before in-doubt calls beyond ``DOUBT_KEPT`` are cut."""
+DOUBT_KEPT: Final = 3
 
 
 def _when(timestamp: str | None) -> str:
     return f"{timestamp[:19].replace('T', ' ')} UTC" if timestamp else "?"
+
+
+def _span(start: str | None, end: str | None) -> str:
+    """``2026-12-01 09:41:02 – 09:42:10 UTC``, shortened where both ends agree."""
+    first, last = _when(start), _when(end)
+    if first == last:
+        return first
+    if first[:10] == last[:10]:
+        return f"{first[:-4]} – {last[11:]}"
+    return f"{first[:-4]} – {last}"
 
 
 def _arguments(call: Call) -> str:
@@ -63,10 +76,7 @@ class _Group:
         if len(self.calls) == 1:
             return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {_when(first.finished_at)}{suffix}"
         seqs = f"#{first.seq}–#{last.seq}" if last.seq > first.seq else f"#{first.seq}…#{last.seq}"
-        text = (
-            f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} "
-            f"{_when(first.finished_at)} – {_when(last.finished_at)}{suffix}"
-        )
+        text = f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} {_span(first.finished_at, last.finished_at)}{suffix}"
         if len(self.calls) <= GROUP_ARGUMENTS:
             text += ": " + ", ".join(_arguments(c) for c in self.calls)
         return text
@@ -195,15 +205,19 @@ def _fit(
             f"All of them: {where}._"
         )
 
-    while True:
-        text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, before, note())
-        if len(text) <= limit:
-            return text
-        if kept:
-            _, count, tool = kept.pop(0)
-            hidden[tool] = hidden.get(tool, 0) + count
-            continue
-        if len(shown_doubt) > 1:
-            shown_doubt.pop()
-            continue
-        return text[:limit]
+    # What gives way, in order: the oldest calls done beyond the newest few, in-doubt calls beyond the first
+    # few, the rest of the calls done, the in-doubt calls but the first. Then a hard cut: never more.
+    steps = ((kept, DONE_KEPT), (shown_doubt, DOUBT_KEPT), (kept, 0), (shown_doubt, 1))
+    for items, floor in steps:
+        while True:
+            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, before, note())
+            if len(text) <= limit:
+                return text
+            if len(items) <= floor:
+                break
+            if items is kept:
+                _, count, tool = kept.pop(0)
+                hidden[tool] = hidden.get(tool, 0) + count
+            else:
+                shown_doubt.pop()
+    return text[:limit]

@@ -76,7 +76,8 @@ class _Group:
         if len(self.calls) == 1:
             return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {_when(first.finished_at)}{suffix}"
         seqs = f"#{first.seq}–#{last.seq}" if last.seq > first.seq else f"#{first.seq}…#{last.seq}"
-        text = f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} {_span(first.finished_at, last.finished_at)}{suffix}"
+        when = _span(first.finished_at, last.finished_at)
+        text = f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} {when}{suffix}"
         if len(self.calls) <= GROUP_ARGUMENTS:
             text += ": " + ", ".join(_arguments(c) for c in self.calls)
         return text

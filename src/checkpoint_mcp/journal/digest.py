@@ -18,7 +18,6 @@ Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -390,6 +389,7 @@ class _SqliteReader(JournalReader):
 
     def owner_since(self, root: str) -> tuple[str, str] | None:
         import fcntl
+        import hashlib
         import json
 
         # The proxy's lock file (see SqliteJournal._lock_path); never created here.
@@ -417,9 +417,8 @@ class _SqliteReader(JournalReader):
 
 
 def _uri_path(path: str) -> str:
-    from urllib.parse import quote
-
-    return quote(path, safe="/")
+    """The path as an SQLite URI path: only ``%``, ``?`` and ``#`` need escaping."""
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
 WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
 MCP_CONFIG: Final = ".mcp.json"
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VARIABLE: Final = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,11 @@ def pair_options(args: Sequence[str]) -> list[JournalSpec]:
 
 
 def _expand(text: str, environ: Mapping[str, str]) -> str:
-    return _VARIABLE.sub(lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
+    if "${" not in text:
+        return text
+    import re  # only for a .mcp.json that uses variables: a brief without journals never imports it
+
+    return re.sub(_VARIABLE, lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
 
 
 def _runs_checkpoint(command: object, args: Sequence[str]) -> bool:

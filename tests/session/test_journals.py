@@ -208,3 +208,18 @@ def test_a_version_1_checkpoint_still_loads_and_its_journal_is_read_by_time(
     assert entry["completedSince"]["total"] == 1
     assert (repo / ".claude-checkpoint").read_bytes() == (FIXTURES / "spec_example.claude-checkpoint").read_bytes()
     assert os.path.exists(journal)
+
+
+def test_a_save_with_a_journal_that_cannot_be_read_still_saves_and_says_so(repo: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.db"
+    root = ProjectRoot(str(repo), RootSource.ARGUMENT)
+    setup = journals.configured([JournalSpec(str(missing))], root=str(repo), environ={}, cwd=str(repo))
+
+    outcome = service.save(SaveRequest(goal="Send the invoices"), root, setup=setup)
+
+    assert outcome.checkpoint.journals == ()
+    assert any(
+        w.startswith(f"Journal {missing} could not be read, so its position was not saved") for w in outcome.warnings
+    )
+    assert json.loads((repo / ".claude-checkpoint").read_text())["journals"] == []
+    assert not missing.exists()

@@ -223,3 +223,17 @@ def test_a_save_with_a_journal_that_cannot_be_read_still_saves_and_says_so(repo:
     )
     assert json.loads((repo / ".claude-checkpoint").read_text())["journals"] == []
     assert not missing.exists()
+
+
+def test_more_journaled_workflows_than_the_file_holds_are_cut_with_a_warning(repo: Path, tmp_path: Path) -> None:
+    journal = tmp_path / "j.db"
+    journal_calls(str(journal), "w0", [("send_email", {}, "COMPLETED")])
+    specs = [JournalSpec(str(journal), f"w{i}") for i in range(25)]
+    root = ProjectRoot(str(repo), RootSource.ARGUMENT)
+    setup = journals.configured(specs, root=str(repo), environ={}, cwd=str(repo))
+
+    outcome = service.save(SaveRequest(goal="Many agents"), root, setup=setup)
+
+    assert len(outcome.checkpoint.journals) == 20
+    assert any("first 20 of 25 journaled workflows" in w for w in outcome.warnings)
+    assert len(service.load(root, setup=setup).journals) == 25

@@ -101,7 +101,12 @@ def save(
         checkpoint = _with_hashes(root.path, built.checkpoint, warnings) if snapshot else built.checkpoint
         if setup.journals:
             positions = journals.positions(setup.journals, warnings)
-            checkpoint = dataclasses.replace(checkpoint, journals=positions)
+            if len(positions) > model.JOURNALS_MAX:
+                warnings.append(
+                    f"Recorded the position of the first {model.JOURNALS_MAX} of {len(positions)} journaled "
+                    "workflows; the others are read by time at the next load."
+                )
+            checkpoint = dataclasses.replace(checkpoint, journals=positions[: model.JOURNALS_MAX])
         fitted = merge.fit(checkpoint)
         data = model.serialize(fitted.checkpoint)
         store.write(root.path, data)

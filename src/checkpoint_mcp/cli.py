@@ -401,7 +401,9 @@ def brief(
 ) -> None:
     """Print the resume brief of the project's checkpoint, for scripts and Claude Code SessionStart hooks.
 
-    Exits 0 with a short line when there is nothing to resume.
+    With the project's journals (--journal, else CHECKPOINT_JOURNAL, else its .mcp.json), the brief also names
+    the side effects in doubt and those done since the checkpoint. Exits 0 with a short line when there is
+    nothing to resume.
     """
     from checkpoint_mcp.session.service import brief_text
 

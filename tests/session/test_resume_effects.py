@@ -64,8 +64,9 @@ def _crash_mid_call(journal: Path, tmp_path: Path) -> None:
         assert proxy.wait() != 0
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # the 2025-11-25 handshake, and 2026-07-28
 async def test_a_new_session_learns_the_in_doubt_call_and_the_calls_done_since_the_save(
-    repo: Path, tmp_path: Path, session: SessionFactory, hermetic_git: dict[str, str]
+    repo: Path, tmp_path: Path, session: SessionFactory, hermetic_git: dict[str, str], mode: str
 ) -> None:
     journal = tmp_path / "mail.db"
     effects = tmp_path / "effects.jsonl"
@@ -83,7 +84,7 @@ async def test_a_new_session_learns_the_in_doubt_call_and_the_calls_done_since_t
     assert done_count(effects, "send_email") == 4  # ann, bob, carol and dan: dan's mail went out
 
     with anyio.fail_after(60):
-        async with session(repo, args=["--journal", str(journal)]) as client:
+        async with session(repo, args=["--journal", str(journal)], mode=mode) as client:
             loaded = await client.call_tool("load_session_checkpoint", {})
         async with session(repo) as client:  # the same project, no journal configured
             plain = await client.call_tool("load_session_checkpoint", {})

@@ -37,9 +37,9 @@ class Target:
         return f"| {self.text} | {self.measured} | {verdict} |"
 
 
-def targets_table(targets: Sequence[Target]) -> str:
+def targets_table(targets: Sequence[Target], issue: int = 6) -> str:
     """The targets as a markdown table."""
-    rows = ["| Target (issue 6) | Measured | Verdict |", "|---|---|---|"]
+    rows = [f"| Target (issue {issue}) | Measured | Verdict |", "|---|---|---|"]
     rows += [target.row() for target in targets]
     return "\n".join(rows)
 

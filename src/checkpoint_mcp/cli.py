@@ -346,23 +346,63 @@ def journal_ui(location: str, listen: str, open_browser: bool, auth_token_env: s
         raise click.ClickException(str(exc)) from exc
 
 
-@main.command()
-def session() -> None:
+class _JournalCommand(click.Command):
+    """A command whose ``--journal`` options each take the ``--workflow-id`` that follows them."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["checkpoint.raw_args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _journal_specs(ctx: click.Context) -> Any:
+    from checkpoint_mcp.session.journals import pair_options
+
+    specs = tuple(pair_options(ctx.meta.get("checkpoint.raw_args", [])))
+    if sum(spec.workflow is not None for spec in specs) != len(ctx.params.get("workflow_ids", ())):
+        raise click.UsageError("each --workflow-id goes right after the --journal it names (one per journal)")
+    return specs
+
+
+def _session_journal_options(function: Any) -> Any:
+    function = click.option(
+        "--workflow-id",
+        "workflow_ids",
+        multiple=True,
+        metavar="ID",
+        help="The workflow of the --journal before it, as given to that proxy. Default: the proxy's default.",
+    )(function)
+    return click.option(
+        "--journal",
+        "journals",
+        multiple=True,
+        metavar="PATH_OR_URL",
+        help="A journal the project's proxies write to (repeatable). Default: CHECKPOINT_JOURNAL, else every "
+        "checkpoint --journal server in the project's .mcp.json.",
+    )(function)
+
+
+@main.command(cls=_JournalCommand)
+@_session_journal_options
+@click.pass_context
+def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[str, ...]) -> None:
     """Serve the session tools over stdio: save_session_checkpoint and load_session_checkpoint (MCP).
 
     The project root is the projectRoot argument, else CHECKPOINT_PROJECT_ROOT, else CLAUDE_PROJECT_DIR, else the
     client's first file:// root, else the working directory. Register it with an MCP client, for example
     `claude mcp add --scope user checkpoint-session -- checkpoint session`.
+
+    The project's journals (--journal, else CHECKPOINT_JOURNAL, else the project's .mcp.json) add to the brief
+    the side effects in doubt and those done since the checkpoint.
     """
     from checkpoint_mcp.session.server import run
 
     try:
-        run()
+        run(_journal_specs(ctx))
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
 
 
-@main.command()
+@main.command(cls=_JournalCommand)
 @click.option(
     "--project-root",
     type=click.Path(file_okay=False, resolve_path=True),
@@ -377,16 +417,32 @@ def session() -> None:
     help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
 )
 @click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
-def brief(project_root: str | None, output: str, hook: bool) -> None:
+@_session_journal_options
+@click.pass_context
+def brief(
+    ctx: click.Context,
+    project_root: str | None,
+    output: str,
+    hook: bool,
+    journals: tuple[str, ...],
+    workflow_ids: tuple[str, ...],
+) -> None:
     """Print the resume brief of the project's checkpoint, for scripts and Claude Code SessionStart hooks.
 
-    Exits 0 with a short line when there is nothing to resume.
+    With the project's journals (--journal, else CHECKPOINT_JOURNAL, else its .mcp.json), the brief also names
+    the side effects in doubt and those done since the checkpoint. Exits 0 with a short line when there is
+    nothing to resume.
     """
     from checkpoint_mcp.session.service import brief_text
 
     try:
         text = brief_text(
-            project_root, output="full" if output == "full" else "brief", hook=hook, environ=os.environ, cwd=os.getcwd()
+            project_root,
+            output="full" if output == "full" else "brief",
+            hook=hook,
+            environ=os.environ,
+            cwd=os.getcwd(),
+            journal_specs=_journal_specs(ctx),
         )
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc

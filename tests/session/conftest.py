@@ -124,6 +124,7 @@ class SessionFactory(Protocol):
         mode: str = "legacy",
         roots: Sequence[str] | None = None,
         options: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> AbstractAsyncContextManager[Client]: ...
 
 
@@ -132,7 +133,8 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
     """Start `python -m checkpoint_mcp session` as a real child process and connect the SDK client to it.
 
     ``roots`` makes the client declare the roots capability and answer roots/list with those URIs;
-    ``options`` go to `checkpoint` before the `session` command (e.g. `--log-level debug`).
+    ``options`` go to `checkpoint` before the `session` command (e.g. `--log-level debug`), ``args`` after it
+    (e.g. `--journal J`).
     """
 
     @asynccontextmanager
@@ -143,10 +145,11 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
         mode: str = "legacy",
         roots: Sequence[str] | None = None,
         options: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> AsyncIterator[Client]:
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "checkpoint_mcp", *options, "session"],
+            args=["-m", "checkpoint_mcp", *options, "session", *args],
             env={**hermetic_git, **(env or {})},
             cwd=str(cwd),
         )

@@ -40,13 +40,14 @@ def test_the_spec_example_file_loads_field_for_field(spec_checkpoint: bytes) -> 
     assert checkpoint.meta == Meta(redactions=1, truncated=False)
 
 
-def test_serializing_the_spec_example_gives_back_the_same_document(spec_checkpoint: bytes) -> None:
+def test_serializing_the_spec_example_gives_back_the_same_document_as_version_2(spec_checkpoint: bytes) -> None:
     original = json.loads(spec_checkpoint)
+    assert original["version"] == 1  # the real file of the original tool: a version-1 file
 
     document = json.loads(model.serialize(model.parse(spec_checkpoint)))
 
-    assert document == original
-    assert list(document) == list(original)
+    assert document == original | {"version": 2, "journals": []}
+    assert list(document) == [*original, "journals"]
 
 
 def test_the_file_keeps_the_spec_key_order_and_leaves_out_empty_optional_members() -> None:
@@ -77,6 +78,7 @@ def test_the_file_keeps_the_spec_key_order_and_leaves_out_empty_optional_members
         "modifiedFiles",
         "recentCommands",
         "meta",
+        "journals",
     ]
     assert document["git"] is None
     assert document["modifiedFiles"] == [{"path": "a.txt", "status": "D", "source": "git"}]
@@ -109,13 +111,13 @@ def test_a_version_0_draft_file_is_migrated_to_version_1() -> None:
 
 
 def test_a_file_from_a_newer_version_is_refused_with_both_versions_named(spec_checkpoint: bytes) -> None:
-    document = json.loads(spec_checkpoint) | {"version": 2}
+    document = json.loads(spec_checkpoint) | {"version": 3}
 
     with pytest.raises(CheckpointVersionError) as caught:
         model.parse(json.dumps(document).encode())
 
-    assert (caught.value.found, caught.value.supported) == (2, 1)
-    assert "newer than this Checkpoint supports (1)" in str(caught.value)
+    assert (caught.value.found, caught.value.supported) == (3, 2)
+    assert "newer than this Checkpoint supports (2)" in str(caught.value)
 
 
 def _spec(spec_checkpoint: bytes) -> dict[str, Any]:

@@ -184,7 +184,8 @@ def test_the_hook_output_is_claude_code_session_start_json() -> None:
 def test_the_full_format_is_the_checkpoint_document_plus_drift(example: Checkpoint, spec_checkpoint: bytes) -> None:
     document = json.loads(render.full(example, _drift(example)))
 
-    assert document["checkpoint"] == json.loads(spec_checkpoint)
+    assert document["checkpoint"] == json.loads(spec_checkpoint) | {"version": 2, "journals": []}
+    assert "journals" not in document  # no journal configured: the document is as it always was
     assert document["drift"] == {
         "branchChanged": False,
         "currentBranch": "feat/github-oauth",

@@ -241,6 +241,7 @@ async def test_nothing_to_resume_is_found_false_and_not_an_error(
         "updatedAt": None,
         "drift": None,
         "warnings": [],
+        "journals": [],
     }
 
 
@@ -473,7 +474,7 @@ async def test_a_checkpoint_that_is_not_git_ignored_is_warned_about_and_gitignor
 async def test_a_checkpoint_from_a_newer_version_is_refused_and_left_untouched(
     repo: Path, session: SessionFactory, spec_checkpoint: bytes
 ) -> None:
-    newer = json.dumps(json.loads(spec_checkpoint) | {"version": 2}).encode()
+    newer = json.dumps(json.loads(spec_checkpoint) | {"version": 3}).encode()
     (repo / ".claude-checkpoint").write_bytes(newer)
 
     with anyio.fail_after(30):
@@ -483,7 +484,7 @@ async def test_a_checkpoint_from_a_newer_version_is_refused_and_left_untouched(
 
     assert loaded.is_error
     assert saved.is_error
-    assert "has checkpoint version 2, newer than this Checkpoint supports (1)" in text_of(loaded)
+    assert "has checkpoint version 3, newer than this Checkpoint supports (2)" in text_of(loaded)
     assert "newer than this Checkpoint supports" in text_of(saved)
     assert (repo / ".claude-checkpoint").read_bytes() == newer
 

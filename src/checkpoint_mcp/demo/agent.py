@@ -6,6 +6,9 @@ Act 2: a restarted agent runs its script again from the top, with a changed amou
 proxy replays step 1, refuses the changed call as a divergence, refuses step 3 as in doubt, and runs step 4.
 Act 3: an operator finds Bob's mail in the outbox and records step 3 as completed; the fixed agent runs once more
 and every step is answered from the journal.
+Epilogue: before act 1 the agent saved a session checkpoint (goal, next steps) in the demo's folder, a git
+repository; the demo ends with the resume brief a fresh session got right after the crash: both halves, the
+session's goal and next steps beside the journal's in-doubt e-mail and completed calls.
 """
 
 from __future__ import annotations
@@ -79,6 +82,14 @@ class Demo:
             env=env,
         )
         return Client(params, mode="legacy")
+
+    def session_setup(self) -> Any:
+        """The session code's view of this demo's journal, as `checkpoint brief --journal` would have it."""
+        from checkpoint_mcp.session import journals
+
+        return journals.configured(
+            [journals.JournalSpec(str(self.journal))], root=str(self.workdir), environ={}, cwd=str(self.workdir)
+        )
 
     def side_effects(self) -> None:
         say("  What really happened (the mail server's outbox and the card ledger):", dim=True)
@@ -158,6 +169,57 @@ async def _rerun_fixed(demo: Demo) -> None:
     say()
 
 
+GIT_IDENTITY = ["-c", "user.name=Checkpoint demo", "-c", "user.email=demo@example.com"]
+
+
+def _git(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=workdir, capture_output=True, text=True, check=False, timeout=30)
+
+
+def save_session(demo: Demo) -> None:
+    """Before act 1, the agent saves a session checkpoint in the demo's folder (a git repository, made if needed)."""
+    from checkpoint_mcp.session import service
+    from checkpoint_mcp.session.merge import SaveRequest
+    from checkpoint_mcp.session.model import Task
+    from checkpoint_mcp.session.root import ProjectRoot, RootSource
+
+    if _git(demo.workdir, "rev-parse", "--is-inside-work-tree").returncode != 0:
+        _git(demo.workdir, "init", "-q")
+        ignored = [".claude-checkpoint*", "journal.db*", "outbox.txt", "ledger.txt", "step3-result.json"]
+        (demo.workdir / ".gitignore").write_text("".join(f"{name}\n" for name in ignored))
+        _git(demo.workdir, "add", ".gitignore")
+        _git(demo.workdir, *GIT_IDENTITY, "commit", "-qm", "order 1042")
+    request = SaveRequest(
+        goal="Ship order 1042: tell Alice, charge her card, invoice Bob, thank Carol",
+        tasks=(Task("Order 1042 workflow", "in_progress"),),
+        next_steps=tuple(_describe(step) for step in SCRIPT),
+        decisions=("Every step goes through the journaled mailer, so a restart never sends twice",),
+    )
+    root = ProjectRoot(str(demo.workdir.resolve()), RootSource.ARGUMENT)
+    service.save(request, root, setup=demo.session_setup())
+
+
+def resume_brief(demo: Demo) -> str:
+    """The brief a fresh session gets now: `checkpoint brief` with the demo's journal."""
+    from checkpoint_mcp.session import service
+    from checkpoint_mcp.session.root import ProjectRoot, RootSource
+
+    root = ProjectRoot(str(demo.workdir.resolve()), RootSource.ARGUMENT)
+    return service.load(root, setup=demo.session_setup()).text
+
+
+def _epilogue(brief: str) -> None:
+    say("Epilogue — the other half: what a fresh session was told right after the crash in act 1.", bold=True)
+    say("  Before act 1 the agent had saved a session checkpoint (its goal and next steps). The resume brief")
+    say("  (`checkpoint brief --journal journal.db`, or load_session_checkpoint) joins it with the journal:")
+    say()
+    for line in brief.splitlines():
+        say(f"    {line}", dim=not line.startswith(("##", "- #")))
+    say()
+    say('  The next steps say "send the invoice"; the journal says that e-mail is in doubt and the earlier')
+    say("  steps are done: the resumed agent neither repeats them nor forgets them.")
+
+
 def run_demo(workdir: str | None) -> None:
     """Run both acts in ``workdir`` (a fresh temporary folder when None)."""
     if workdir is None:
@@ -171,7 +233,9 @@ def run_demo(workdir: str | None) -> None:
 
 def _run(workdir: Path) -> None:
     demo = Demo(workdir)
+    save_session(demo)
     anyio.run(_act_one, demo)
+    brief = resume_brief(demo)
     anyio.run(_act_two, demo)
     _act_three(demo)
     outbox = demo.outbox.read_text().splitlines()
@@ -180,3 +244,5 @@ def _run(workdir: Path) -> None:
     say(f"  The script ran three times, yet {len(outbox)} e-mails went out and {len(ledger)} card charge(s) happened:")
     say("  no side effect happened twice; the changed call and the in-doubt call were surfaced, not guessed;")
     say("  and once a human had said what happened, the journal answered for it.")
+    say()
+    _epilogue(brief)

@@ -95,6 +95,34 @@ class Lineage(NamedTuple):
         return out
 
 
+def lineage_from_rows(workflow: str, rows: Sequence[Sequence[Any]]) -> Lineage:
+    """The lineage ``workflow`` writes to, from its tree's ``workflows`` rows.
+
+    Each row is (workflow_id, parent_id, fork_seq, created_at, collected_through); the newest workflow among
+    ``workflow`` and its descendants is the head, where calls go on.
+    """
+    by_id = {row[0]: row for row in rows}
+    if workflow not in by_id:
+        return Lineage((Branch(workflow, 1),))
+    children: dict[str, list[str]] = {}
+    for row in rows:
+        if row[1] is not None:
+            children.setdefault(row[1], []).append(row[0])
+    subtree, stack = [], [workflow]
+    while stack:
+        current = stack.pop()
+        subtree.append(current)
+        stack.extend(children.get(current, []))
+    head = max(subtree, key=lambda w: (by_id[w][3], w))
+    branches: list[Branch] = []
+    current_id: str | None = head
+    while current_id is not None:
+        row = by_id[current_id]
+        branches.append(Branch(row[0], int(row[2]) if row[2] is not None else 1, int(row[4])))
+        current_id = row[1]
+    return Lineage(tuple(branches))
+
+
 class OwnerInfo(NamedTuple):
     """Who owns a workflow: the live proxy (or operator command) holding its lock."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,18 @@ from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, Workf
 SHORT_ARGUMENTS = 60
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
+    """The exact `checkpoint journal …` commands that inspect and reconcile the call at ``seq``."""
+    target = f"--journal {shlex.quote(journal)} {shlex.quote(workflow)}"
+    resolve = f"checkpoint journal resolve {target} {seq}"
+    return {
+        "show": f"checkpoint journal show {target} --seq {seq}",
+        "completed": f"{resolve} --completed --result-file RESULT.json",
+        "failed": f"{resolve} --failed --message 'what happened'",
+        "release": f"{resolve} --release",
+    }
 
 
 def parse_duration(text: str) -> timedelta:

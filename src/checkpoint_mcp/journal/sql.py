@@ -25,6 +25,7 @@ from checkpoint_mcp.journal.base import (
     ResolveAction,
     UnitOfWork,
     WorkflowSummary,
+    lineage_from_rows,
     utc_now,
 )
 
@@ -255,25 +256,7 @@ class SqlJournal(Journal):
                 " WHERE root_id = ?",
                 (root,),
             ).fetchall()
-        by_id = {row[0]: row for row in rows}
-        children: dict[str, list[str]] = {}
-        for row in rows:
-            if row[1] is not None:
-                children.setdefault(row[1], []).append(row[0])
-        # The newest workflow among ``workflow`` and its descendants is where calls go on.
-        subtree, stack = [], [workflow]
-        while stack:
-            current = stack.pop()
-            subtree.append(current)
-            stack.extend(children.get(current, []))
-        head = max(subtree, key=lambda w: (by_id[w][3], w))
-        branches: list[Branch] = []
-        current_id: str | None = head
-        while current_id is not None:
-            row = by_id[current_id]
-            branches.append(Branch(row[0], int(row[2]) if row[2] is not None else 1, int(row[4])))
-            current_id = row[1]
-        return Lineage(tuple(branches))
+        return lineage_from_rows(workflow, rows)
 
     def max_seq(self, lineage: Lineage) -> int:
         """The highest sequence that counts in ``lineage`` (collected sequences included), 0 if none."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.difference import json_difference
@@ -34,6 +33,7 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
+from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
@@ -46,18 +46,6 @@ SEQ_HINT = "checkpoint_seq"
 """The ``params._meta`` key by which a client names the sequence a tools/call must take."""
 KEY_HINT = "checkpoint_key"
 """The ``params._meta`` key by which a client names a call independently of its sequence."""
-
-
-def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
-    """The exact `checkpoint journal …` commands that inspect and reconcile the call at ``seq``."""
-    target = f"--journal {shlex.quote(journal)} {shlex.quote(workflow)}"
-    resolve = f"checkpoint journal resolve {target} {seq}"
-    return {
-        "show": f"checkpoint journal show {target} --seq {seq}",
-        "completed": f"{resolve} --completed --result-file RESULT.json",
-        "failed": f"{resolve} --failed --message 'what happened'",
-        "release": f"{resolve} --release",
-    }
 
 
 class Claimed(NamedTuple):

@@ -1,4 +1,4 @@
-"""The `.claude-checkpoint` file: the version-1 record, its limits, parsing with migrations, serialization.
+"""The `.claude-checkpoint` file: the version-2 record, its limits, parsing with migrations, serialization.
 
 Plain dataclasses and a hand-written validator rather than pydantic: `checkpoint brief` runs as a Claude Code
 SessionStart hook on every session start, and pydantic alone would roughly triple its start-up time.
@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, cast
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointFileError, CheckpointVersionError
 
-CURRENT_VERSION: Final = 1
+CURRENT_VERSION: Final = 2
 GENERATOR_NAME: Final = "checkpoint-mcp"
 
 # Limits the spec names, one per input field.
@@ -33,6 +33,8 @@ MODIFIED_FILES_MAX: Final = 100
 RECENT_COMMANDS_MAX: Final = 50
 FILE_BYTES_MAX: Final = 64 * 1024
 # The spec caps every field; these are the per-item caps it leaves to the implementation.
+JOURNALS_MAX: Final = 20
+"""Journaled workflows whose position a checkpoint records."""
 ITEM_TEXT_MAX: Final = 500
 """A task description, next step, decision or note."""
 COMMAND_MAX: Final = 2000
@@ -93,8 +95,28 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class JournalPosition:
+    """Where one journaled workflow stood at the save (version 2): its last sequence and that call's time.
+
+    ``location`` is the journal as the proxy names it (an absolute SQLite path, or a PostgreSQL URL without its
+    password); the counts and in-flight sequences let a load read only what came after, by the primary key.
+    """
+
+    location: str
+    workflow: str
+    head: str
+    last_seq: int
+    last_at: str | None
+    calls: int
+    completed: int
+    failed: int
+    pending: tuple[int, ...] = ()
+    resolutions: int = 0
+
+
+@dataclass(frozen=True)
 class Checkpoint:
-    """One version-1 checkpoint, as stored in ``<root>/.claude-checkpoint``."""
+    """One checkpoint of the current version, as stored in ``<root>/.claude-checkpoint``."""
 
     id: str
     created_at: str
@@ -109,6 +131,7 @@ class Checkpoint:
     modified_files: tuple[FileEntry, ...] = ()
     recent_commands: tuple[Command, ...] = ()
     meta: Meta = field(default_factory=Meta)
+    journals: tuple[JournalPosition, ...] = ()
     generator_name: str = GENERATOR_NAME
     generator_version: str = __version__
 
@@ -162,6 +185,22 @@ def to_document(checkpoint: Checkpoint) -> dict[str, Any]:
         "modifiedFiles": [_file_document(f) for f in checkpoint.modified_files],
         "recentCommands": [_command_document(c) for c in checkpoint.recent_commands],
         "meta": {"redactions": checkpoint.meta.redactions, "truncated": checkpoint.meta.truncated},
+        "journals": [_journal_document(j) for j in checkpoint.journals],
+    }
+
+
+def _journal_document(position: JournalPosition) -> dict[str, Any]:
+    return {
+        "location": position.location,
+        "workflow": position.workflow,
+        "head": position.head,
+        "lastSeq": position.last_seq,
+        "lastAt": position.last_at,
+        "calls": position.calls,
+        "completed": position.completed,
+        "failed": position.failed,
+        "pending": list(position.pending),
+        "resolutions": position.resolutions,
     }
 
 
@@ -225,7 +264,7 @@ def from_document(document: object) -> Checkpoint:
     while version < CURRENT_VERSION:
         current = MIGRATIONS[version](current)
         version += 1
-    return _validate_v1(current)
+    return _validate(current)
 
 
 def _migrate_v0_to_v1(document: dict[str, Any]) -> dict[str, Any]:
@@ -250,11 +289,20 @@ def _migrate_v0_to_v1(document: dict[str, Any]) -> dict[str, Any]:
     return migrated
 
 
-MIGRATIONS: Final[Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {0: _migrate_v0_to_v1}
+def _migrate_v1_to_v2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 adds ``journals``, where each journaled workflow stood at the save. A version-1 file knew of
+    none, so a load reads its journals by time instead (rows finished after ``updatedAt``)."""
+    return {**document, "version": 2, "journals": []}
+
+
+MIGRATIONS: Final[Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    0: _migrate_v0_to_v1,
+    1: _migrate_v1_to_v2,
+}
 """version N → version N+1; ``from_document`` applies them in order up to ``CURRENT_VERSION``."""
 
 
-def _validate_v1(document: dict[str, Any]) -> Checkpoint:
+def _validate(document: dict[str, Any]) -> Checkpoint:
     goal = _object(document, "goal")
     project = document.get("project")
     generator = document.get("generator")
@@ -284,6 +332,7 @@ def _validate_v1(document: dict[str, Any]) -> Checkpoint:
             redactions=_integer(meta, "redactions", "meta.redactions", default=0, minimum=0),
             truncated=bool(meta.get("truncated", False)),
         ),
+        journals=tuple(_journal(item, i) for i, item in enumerate(_list(document, "journals", None, JOURNALS_MAX))),
     )
 
 
@@ -410,4 +459,27 @@ def _command(value: object, index: int) -> Command:
         at=_timestamp(entry, "at", f"{where}.at"),
         exit_code=exit_code,
         note=_optional_text(entry, "note", f"{where}.note", limit=ITEM_TEXT_MAX) or None,
+    )
+
+
+def _journal(value: object, index: int) -> JournalPosition:
+    where = f"journals[{index}]"
+    entry = _item(value, where)
+    pending = _list(entry, "pending", f"{where}.pending", 1000)
+    if not all(isinstance(seq, int) and not isinstance(seq, bool) and seq > 0 for seq in pending):
+        raise CheckpointFileError(f"{where}.pending: expected positive integers")
+    last_at = entry.get("lastAt")
+    if last_at is not None:
+        last_at = _timestamp(entry, "lastAt", f"{where}.lastAt")
+    return JournalPosition(
+        location=_text(entry, "location", f"{where}.location", limit=PATH_MAX),
+        workflow=_text(entry, "workflow", f"{where}.workflow", limit=PATH_MAX),
+        head=_text(entry, "head", f"{where}.head", limit=PATH_MAX),
+        last_seq=_integer(entry, "lastSeq", f"{where}.lastSeq", default=None, minimum=0),
+        last_at=last_at,
+        calls=_integer(entry, "calls", f"{where}.calls", default=None, minimum=0),
+        completed=_integer(entry, "completed", f"{where}.completed", default=None, minimum=0),
+        failed=_integer(entry, "failed", f"{where}.failed", default=None, minimum=0),
+        pending=tuple(cast(Sequence[int], pending)),
+        resolutions=_integer(entry, "resolutions", f"{where}.resolutions", default=0, minimum=0),
     )

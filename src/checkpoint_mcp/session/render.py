@@ -164,8 +164,13 @@ def brief(
     now: datetime,
     drift_problem: str | None = None,
     warnings: Sequence[str] = (),
+    effects: str = "",
 ) -> str:
-    """The markdown resume brief, shorter than ``BRIEF_MAX_CHARS`` whatever the checkpoint holds."""
+    """The markdown resume brief, shorter than ``BRIEF_MAX_CHARS`` whatever the checkpoint holds.
+
+    ``effects`` is the side-effects section (see ``effects.section``), placed after "Since this checkpoint";
+    the other sections share what it leaves of the cap.
+    """
     saved = parse_timestamp(checkpoint.updated_at)
     head = [
         f"# Resuming: {checkpoint.project_name} (checkpoint saved {age((now - saved).total_seconds())}, "
@@ -174,7 +179,7 @@ def brief(
     if checkpoint.git is not None:
         head.append(branch_line(checkpoint.git))
     head.extend(f"> ⚠ {warning}" for warning in warnings)
-    return _fit("\n".join(head), _parts(checkpoint, drift, drift_problem))
+    return _fit("\n".join(head), _parts(checkpoint, drift, drift_problem), effects)
 
 
 def _texts(values: Sequence[str]) -> list[_Item]:
@@ -251,8 +256,10 @@ def _since(saved: GitFacts, drift: Drift | None, problem: str | None) -> _Part:
     return _Part("Since this checkpoint", lambda _n: title, paths, fixed=fixed, joined=changed)
 
 
-def _assemble(head: str, parts: Sequence[_Part], note: str) -> str:
+def _assemble(head: str, parts: Sequence[_Part], note: str, tail: str = "") -> str:
     blocks = [head, *(p.render() for p in parts)]
+    if tail:
+        blocks.append(tail)
     if note:
         blocks.append(note)
     return "\n\n".join(blocks)
@@ -280,10 +287,10 @@ def _level(sizes: Sequence[int], budget: int) -> int:
     return low
 
 
-def _fit(head: str, parts: list[_Part]) -> str:
-    """Cut the longest parts first, all down to one common size, until the brief fits."""
-    text = _assemble(head, parts, "")
-    reserve = 0
+def _fit(head: str, parts: list[_Part], tail: str = "") -> str:
+    """Cut the longest parts first, all down to one common size, until the brief fits with ``tail`` kept whole."""
+    text = _assemble(head, parts, "", tail)
+    reserve = len(tail) + 2 if tail else 0
     while len(text) >= BRIEF_MAX_CHARS:
         reserve += len(_note(parts)) or 400
         fixed = len(head) + 2 * len(parts) + 2 + reserve
@@ -293,7 +300,7 @@ def _fit(head: str, parts: list[_Part]) -> str:
         for part, size in zip(parts, sizes, strict=True):
             if size > level:
                 part.shrink_to(level)
-        text = _assemble(head, parts, _note(parts))
+        text = _assemble(head, parts, _note(parts), tail)
         if text == before or reserve > BRIEF_MAX_CHARS:
             # Nothing more can be cut: the titles and fixed lines alone are too long. Never send more.
             return text[: BRIEF_MAX_CHARS - 1]
@@ -337,13 +344,18 @@ def drift_document(drift: Drift | None) -> dict[str, Any] | None:
     }
 
 
-def full(checkpoint: Checkpoint, drift: Drift | None, warnings: Sequence[str] = ()) -> str:
-    """``format: "full"``: the complete checkpoint JSON plus drift (and the load's warnings)."""
-    document = {
-        "checkpoint": to_document(checkpoint),
-        "drift": drift_document(drift),
-        "warnings": list(warnings),
-    }
+def full(
+    checkpoint: Checkpoint,
+    drift: Drift | None,
+    warnings: Sequence[str] = (),
+    journals: Sequence[dict[str, Any]] | None = None,
+) -> str:
+    """``format: "full"``: the complete checkpoint JSON plus drift (the journals' digests, if any are configured,
+    and the load's warnings)."""
+    document: dict[str, Any] = {"checkpoint": to_document(checkpoint), "drift": drift_document(drift)}
+    if journals:
+        document["journals"] = list(journals)
+    document["warnings"] = list(warnings)
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 

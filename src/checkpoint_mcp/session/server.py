@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
-from checkpoint_mcp.session import model, service
+from checkpoint_mcp.session import journals, model, service
+from checkpoint_mcp.session.journals import JournalSpec, Setup
 from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest
 from checkpoint_mcp.session.model import Task, TaskStatus
 from checkpoint_mcp.session.render import drift_document
@@ -42,7 +43,8 @@ This server keeps the session's working state in <project>/.claude-checkpoint, s
 Load: at the start of a session, and whenever the user says "resume", "continue" or "where were we", call \
 load_session_checkpoint once, before exploring the code. Trust the brief. Re-read only the files it flags \
 under "Changed after the checkpoint"; everything else is as it was. found: false just means there is nothing \
-to resume.
+to resume. Under "Side effects (journal)", calls "In doubt" may or may not have happened: never call them again \
+before they are resolved; calls "Done since the checkpoint" already happened: do not redo those next steps.
 
 Save: call save_session_checkpoint
 - after a milestone: a task finished, tests green, a decision taken, a dead end found;
@@ -135,6 +137,13 @@ class LoadResult(BaseModel):
     updatedAt: str | None
     drift: DriftResult | None
     warnings: list[str]
+    journals: Annotated[
+        list[dict[str, Any]],
+        Field(
+            description="Per journaled workflow: the calls in doubt (with their resolve commands), in flight, "
+            "completed since the checkpoint, and counted before it (see docs/session.md)"
+        ),
+    ] = []
 
 
 async def _client_roots(ctx: Context[Any, Any], projectRoot: str | None) -> ListRoots | None:
@@ -161,9 +170,16 @@ def _result(text: str, structured: BaseModel) -> CallToolResult:
     )
 
 
-def build_server() -> MCPServer[Any]:
-    """The session server, its two tools registered with readable input schemas."""
+def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
+    """The session server, its two tools registered with readable input schemas.
+
+    ``journal_specs`` are the ``--journal`` options; without any, each call finds the project's journals in
+    ``CHECKPOINT_JOURNAL`` or the project's ``.mcp.json``.
+    """
     serial = anyio.Lock()
+
+    def setup(root: ProjectRoot) -> Setup:
+        return journals.configured(journal_specs, root=root.path, environ=os.environ, cwd=os.getcwd())
 
     async def save_session_checkpoint(
         *,
@@ -230,7 +246,8 @@ def build_server() -> MCPServer[Any]:
         try:
             root = _root(projectRoot, client_roots)
             async with serial:
-                outcome = await anyio.to_thread.run_sync(functools.partial(service.save, request, root))
+                save = functools.partial(service.save, request, root, setup=setup(root))
+                outcome = await anyio.to_thread.run_sync(save)
         except CheckpointError as exc:
             raise ToolError(str(exc)) from exc
         logger.info("saved %s (%d bytes, %s)", outcome.path, outcome.size, mode)
@@ -264,7 +281,8 @@ def build_server() -> MCPServer[Any]:
         try:
             root = _root(projectRoot, client_roots)
             async with serial:
-                outcome = await anyio.to_thread.run_sync(functools.partial(service.load, root, output=format))
+                load = functools.partial(service.load, root, output=format, setup=setup(root))
+                outcome = await anyio.to_thread.run_sync(load)
         except CheckpointError as exc:
             raise ToolError(str(exc)) from exc
         drift = drift_document(outcome.drift)
@@ -277,6 +295,7 @@ def build_server() -> MCPServer[Any]:
                 updatedAt=outcome.checkpoint.updated_at if outcome.checkpoint else None,
                 drift=DriftResult.model_validate(drift) if drift is not None else None,
                 warnings=list(outcome.warnings),
+                journals=journals.as_data(outcome.journals),
             ),
         )
 
@@ -295,7 +314,8 @@ def build_server() -> MCPServer[Any]:
             load_session_checkpoint,
             title="Load session checkpoint",
             description="Read-only. Load the session checkpoint as a compact resume brief: goal, tasks, where "
-            "things stand, next steps, decisions, files, commands, and which files changed since it was saved. "
+            "things stand, next steps, decisions, files, commands, which files changed since it was saved, and "
+            "what the project's journals say: side effects in doubt and those already done since. "
             "Call it at the start of a session.",
             annotations=ToolAnnotations(
                 read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -342,6 +362,6 @@ def readable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def run() -> None:
+def run(journal_specs: tuple[JournalSpec, ...] = ()) -> None:
     """Serve the session tools over stdio until the client closes the connection."""
-    build_server().run("stdio")
+    build_server(journal_specs).run("stdio")

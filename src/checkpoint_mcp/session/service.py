@@ -9,15 +9,16 @@ them in a worker thread, one call at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from checkpoint_mcp.errors import CheckpointFileError, CheckpointVersionError, GitError
-from checkpoint_mcp.session import git, model, render, store
+from checkpoint_mcp.session import git, journals, model, render, store
 from checkpoint_mcp.session.git import Drift, Snapshot
 from checkpoint_mcp.session.gitproc import SnapshotRun
+from checkpoint_mcp.session.journals import JournalSpec, Setup, WorkflowDigest
 from checkpoint_mcp.session.model import Checkpoint, Mode, Task
 from checkpoint_mcp.session.root import ProjectRoot, RootSource, relative_path, resolve_root
 
@@ -55,6 +56,7 @@ class LoadOutcome:
     drift: Drift | None
     warnings: tuple[str, ...]
     text: str
+    journals: tuple[WorkflowDigest, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -62,8 +64,12 @@ class LoadOutcome:
         return self.checkpoint is not None
 
 
-def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None) -> SaveOutcome:
+def save(
+    request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None, setup: Setup = journals.NONE
+) -> SaveOutcome:
     """Redact the request, merge it with the previous checkpoint and the git scan, and write it crash-safely.
+
+    With journals in ``setup``, the checkpoint records where each journaled workflow stood.
 
     Raises:
         PathOutsideProject: a file path in the request resolves outside the project root.
@@ -79,7 +85,7 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
     moment = now or datetime.now(UTC)
     redactor = Redactor()
     clean = _clean(request, root.path, redactor)
-    warnings: list[str] = []
+    warnings: list[str] = list(setup.warnings)
     with store.locked(root.path, exclusive=True):
         previous = _previous(root.path, request.mode, warnings)
         snapshot = _snapshot(root.path, warnings)
@@ -93,6 +99,14 @@ def save(request: SaveRequest, root: ProjectRoot, *, now: datetime | None = None
         )
         built = merge.build(previous, clean, scanned, stamp)
         checkpoint = _with_hashes(root.path, built.checkpoint, warnings) if snapshot else built.checkpoint
+        if setup.journals:
+            positions = journals.positions(setup.journals, warnings)
+            if len(positions) > model.JOURNALS_MAX:
+                warnings.append(
+                    f"Recorded the position of the first {model.JOURNALS_MAX} of {len(positions)} journaled "
+                    "workflows; the others are read by time at the next load."
+                )
+            checkpoint = dataclasses.replace(checkpoint, journals=positions[: model.JOURNALS_MAX])
         fitted = merge.fit(checkpoint)
         data = model.serialize(fitted.checkpoint)
         store.write(root.path, data)
@@ -122,8 +136,9 @@ def load(
     *,
     output: Format = "brief",
     now: datetime | None = None,
+    setup: Setup = journals.NONE,
 ) -> LoadOutcome:
-    """Read the checkpoint (or its backup), compute drift, and render the brief or the full JSON.
+    """Read the checkpoint (or its backup), compute drift, read the journals, and render the brief or full JSON.
 
     Raises:
         CheckpointVersionError: the checkpoint was written by a newer Checkpoint.
@@ -146,10 +161,13 @@ def load(
     drift: Drift | None = None
     problem: str | None = None
     created: SnapshotRun | None = None
+    journal_warnings = list(setup.warnings)
     try:
-        if checkpoint.git is not None:
-            if run is None:
-                run = created = git.start_snapshot(root.path)
+        if checkpoint.git is not None and run is None:
+            run = created = git.start_snapshot(root.path)
+        # The journals are read while git status runs.
+        found_journals = journals.digests(setup.journals, checkpoint.journals, checkpoint.updated_at, journal_warnings)
+        if checkpoint.git is not None and run is not None:
             try:
                 drift = git.drift(
                     root.path,
@@ -162,15 +180,22 @@ def load(
                 problem = str(exc)
         found = drift is not None
         warnings = [*stored.warnings, *_root_warnings(root, in_work_tree=lambda: found or in_work_tree())]
+        warnings += journal_warnings
     finally:
         if created is not None:
             created.cancel()
     if output == "full":
-        text = render.full(checkpoint, drift, warnings)
+        data = journals.as_data(found_journals) if found_journals else None
+        text = render.full(checkpoint, drift, warnings, data)
     else:
         moment = now or datetime.now(UTC)
-        text = render.brief(checkpoint, drift, now=moment, drift_problem=problem, warnings=warnings)
-    return LoadOutcome(path, checkpoint, stored.from_backup, drift, tuple(warnings), text)
+        section = ""
+        if found_journals:
+            from checkpoint_mcp.session import effects
+
+            section = effects.section(found_journals)
+        text = render.brief(checkpoint, drift, now=moment, drift_problem=problem, warnings=warnings, effects=section)
+    return LoadOutcome(path, checkpoint, stored.from_backup, drift, tuple(warnings), text, found_journals)
 
 
 def brief_text(
@@ -180,15 +205,19 @@ def brief_text(
     hook: bool,
     environ: Mapping[str, str],
     cwd: str,
+    journal_specs: Sequence[JournalSpec] = (),
 ) -> str:
     """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
+
+    The journals are ``journal_specs``, else ``CHECKPOINT_JOURNAL``, else the project's ``.mcp.json``.
 
     Raises:
         ProjectRootError: the project root is not an absolute path to an existing directory.
         CheckpointFileError: a checkpoint exists but cannot be used (see ``load``).
     """
     root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
-    outcome = load(root, output=output)
+    setup = journals.configured(journal_specs, root=root.path, environ=environ, cwd=cwd)
+    outcome = load(root, output=output, setup=setup)
     return render.session_start_hook(outcome.text) if hook else outcome.text
 
 

@@ -1,0 +1,512 @@
+"""Read-only digests of a journal for the resume brief: where a workflow stood, what is in doubt, what was done.
+
+The session server reads the project's journals here (the one arrow from ``session/`` into ``journal/``). A
+journal is opened as it is, never created, migrated or locked: SQLite through a read-only URI connection
+(``immutable=1`` when no write-ahead log exists, so not even the ``-wal``/``-shm`` files are created; ``mode=ro``
+beside a live proxy's log), PostgreSQL on a read-only session that runs no DDL. Ownership is read without
+taking the owner's lock: a non-blocking shared probe of the SQLite lock file, ``pg_locks`` on PostgreSQL.
+
+Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)``, no new index):
+
+* ``mark`` at a save: the lineage head, the last sequence and its time, the calls per state, the sequences in
+  flight. This one scans the workflow's rows once; a save can afford it, a SessionStart hook could not.
+* ``digest`` at a load: given the mark, only the rows after the saved sequence and the few saved in-flight ones
+  are read. When there is no mark (an older checkpoint, a journal configured since) or the journal changed under
+  it (a fork, a released call, a row inserted below the mark, a different file), the digest falls back to the
+  journal's clock: rows finished after the save's time, and every PENDING row, by a scan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from checkpoint_mcp.errors import JournalError, JournalUnavailable
+from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState, Lineage, lineage_from_rows
+
+DONE_FETCH: Final = 200
+"""At most this many of the newest calls done since the save are read in full; the rest are only counted."""
+PENDING_MARK_MAX: Final = 100
+"""A mark lists at most this many in-flight sequences; a workflow with more gets no mark (the load scans)."""
+SHORT_ARGUMENTS: Final = 80
+_SQLITE_APPLICATION_ID: Final = 0x43484B50
+_SQLITE_SCHEMA: Final = 2
+_PG_APPLICATION: Final = "checkpoint-journal"
+_PG_SCHEMA: Final = 2
+_CONNECT_TIMEOUT_SECONDS: Final = 3
+_COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a workflow stood in its journal at a save."""
+
+    head: str
+    """The branch calls went to (the workflow itself unless it was forked)."""
+    last_seq: int
+    last_at: str | None
+    """When the call at ``last_seq`` started (the journal's clock); None for an empty workflow."""
+    calls: int
+    completed: int
+    failed: int
+    pending: tuple[int, ...]
+    resolutions: int
+    """The newest ``resolutions`` id then, so a later ``resolve --release`` is noticed."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One journaled call as the brief shows it."""
+
+    workflow: str
+    seq: int
+    tool: str
+    arguments: str | None
+    """Compact JSON, cut to ``SHORT_ARGUMENTS``; None when the proxy ran with ``--redact-args-in-journal``."""
+    state: CallState
+    started_at: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What a resumed agent must know about one workflow's side effects."""
+
+    head: str
+    in_doubt: tuple[Call, ...] = ()
+    """PENDING calls no live proxy is waiting for: they may or may not have happened."""
+    in_flight: tuple[Call, ...] = ()
+    """PENDING calls a live proxy sent and still waits for."""
+    done: tuple[Call, ...] = ()
+    """The newest calls done (COMPLETED or FAILED) since the save, at most ``DONE_FETCH``, newest last."""
+    done_total: int = 0
+    done_by_tool: dict[str, int] = field(default_factory=dict)
+    before: dict[str, int] = field(default_factory=dict)
+    """Calls per state (``completed``, ``failed``) done before the save."""
+    exact: bool = True
+    """True when "since" was told by sequence from the save's mark; False when by the journal's clock."""
+    owner: str | None = None
+
+
+def _short(arguments: str) -> str | None:
+    if arguments == REDACTED_ARGUMENTS:
+        return None
+    return arguments if len(arguments) <= SHORT_ARGUMENTS else arguments[: SHORT_ARGUMENTS - 1] + "…"
+
+
+def _call(row: Sequence[Any]) -> Call:
+    return Call(row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6])
+
+
+def _range(start: int, limit: int | None) -> tuple[str, tuple[Any, ...]]:
+    if limit is None:
+        return " AND seq >= ?", (start,)
+    return " AND seq >= ? AND seq < ?", (start, limit)
+
+
+class JournalReader:
+    """A journal opened read-only for digests; ``open_reader`` picks the database."""
+
+    location: str
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Every row of one read-only statement (``?`` placeholders).
+
+        Raises:
+            JournalUnavailable: the journal cannot be read.
+        """
+        raise NotImplementedError
+
+    def owner_since(self, root: str) -> tuple[str, str] | None:
+        """(since, description) of the live proxy owning ``root``'s lineage, or None."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the connection."""
+        raise NotImplementedError
+
+    # ---- portable reads ----------------------------------------------------------------------------------
+
+    def lineage(self, workflow: str) -> Lineage:
+        """The lineage a proxy with ``--workflow-id workflow`` writes to, read without registering anything."""
+        found = self.rows("SELECT root_id FROM workflows WHERE workflow_id = ?", (workflow,))
+        if not found:
+            return lineage_from_rows(workflow, [])
+        rows = self.rows(
+            "SELECT workflow_id, parent_id, fork_seq, created_at, collected_through FROM workflows WHERE root_id = ?",
+            (found[0][0],),
+        )
+        return lineage_from_rows(workflow, rows)
+
+    def _max_resolution(self) -> int:
+        return int(self.rows("SELECT max(id) FROM resolutions")[0][0] or 0)
+
+    def _last(self, lineage: Lineage) -> tuple[int, str | None]:
+        best = 0
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            found = self.rows(f"SELECT max(seq) FROM calls WHERE workflow_id = ?{where}", (branch.workflow, *params))
+            best = max(best, int(found[0][0] or 0))
+        if best == 0:
+            return 0, None
+        row = self.rows(
+            "SELECT started_at FROM calls WHERE workflow_id = ? AND seq = ?", (lineage.branch_at(best).workflow, best)
+        )
+        return best, row[0][0] if row else None
+
+    def mark(self, workflow: str) -> Mark | None:
+        """Where ``workflow`` stands now, to be saved with a checkpoint; None if too much is in flight to list.
+
+        Raises:
+            JournalUnavailable: the journal cannot be read.
+        """
+        lineage = self.lineage(workflow)
+        last_seq, last_at = self._last(lineage)
+        counts: Counter[str] = Counter()
+        pending: list[int] = []
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            for state, count in self.rows(
+                f"SELECT state, count(*) FROM calls WHERE workflow_id = ?{where} GROUP BY state",
+                (branch.workflow, *params),
+            ):
+                counts[state] += int(count)
+            if counts[CallState.PENDING.value] > len(pending):
+                pending += [
+                    int(row[0])
+                    for row in self.rows(
+                        f"SELECT seq FROM calls WHERE workflow_id = ? AND state = 'PENDING'{where}",
+                        (branch.workflow, *params),
+                    )
+                ]
+        if len(pending) > PENDING_MARK_MAX:
+            return None
+        return Mark(
+            head=lineage.head,
+            last_seq=last_seq,
+            last_at=last_at,
+            calls=sum(counts.values()),
+            completed=counts[CallState.COMPLETED.value],
+            failed=counts[CallState.FAILED.value],
+            pending=tuple(sorted(pending)),
+            resolutions=self._max_resolution(),
+        )
+
+    def digest(self, workflow: str, mark: Mark | None, saved_at: str) -> Digest:
+        """What happened to ``workflow``'s side effects since the save at ``saved_at`` (whose mark is ``mark``).
+
+        Raises:
+            JournalUnavailable: the journal cannot be read.
+        """
+        lineage = self.lineage(workflow)
+        if mark is not None and self._still_valid(lineage, mark):
+            digest = self._since_mark(lineage, mark)
+        else:
+            digest = self._since_time(lineage, saved_at)
+        return self._with_owner(lineage, digest)
+
+    def _still_valid(self, lineage: Lineage, mark: Mark) -> bool:
+        """True when every row written since the save has a sequence above the mark."""
+        if lineage.head != mark.head:
+            return False  # forked since: the new branch has rows below the mark
+        last_seq, _ = self._last(lineage)
+        if last_seq < mark.last_seq:
+            return False  # another journal, or rows removed since
+        if mark.last_seq:
+            row = self.rows(
+                "SELECT started_at FROM calls WHERE workflow_id = ? AND seq = ?",
+                (lineage.branch_at(mark.last_seq).workflow, mark.last_seq),
+            )
+            if not row or row[0][0] != mark.last_at:
+                return False
+        released = self.rows(
+            "SELECT count(*) FROM resolutions WHERE id > ? AND action = 'released'", (mark.resolutions,)
+        )
+        if int(released[0][0]):
+            return False  # a released sequence may have been taken again below the mark
+        if mark.calls == mark.last_seq:
+            return True  # no free sequence below the mark at the save, and none freed since
+        total = 0
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            found = self.rows(
+                f"SELECT count(*) FROM calls WHERE workflow_id = ?{where} AND seq <= ?",
+                (branch.workflow, *params, mark.last_seq),
+            )
+            total += int(found[0][0])
+        return total == mark.calls
+
+    def _since_mark(self, lineage: Lineage, mark: Mark) -> Digest:
+        pending: list[Call] = []
+        done: list[Call] = []
+        by_tool: Counter[str] = Counter()
+        for branch, start, limit in lineage.ranges():
+            if limit is not None and limit <= mark.last_seq + 1:
+                continue
+            where, params = _range(max(start, mark.last_seq + 1), limit)
+            key = (branch.workflow, *params)
+            pending += map(
+                _call,
+                self.rows(f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND state = 'PENDING'", key),
+            )
+            for tool, state, count in self.rows(
+                f"SELECT tool, state, count(*) FROM calls WHERE workflow_id = ?{where} GROUP BY tool, state", key
+            ):
+                if state != CallState.PENDING.value:
+                    by_tool[tool] += int(count)
+            done += map(
+                _call,
+                self.rows(
+                    f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND state <> 'PENDING'"
+                    f" ORDER BY seq DESC LIMIT {DONE_FETCH}",
+                    key,
+                ),
+            )
+        for seq in mark.pending:
+            found = self.rows(
+                f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?",
+                (lineage.branch_at(seq).workflow, seq),
+            )
+            if not found:
+                continue
+            call = _call(found[0])
+            if call.state is CallState.PENDING:
+                pending.append(call)
+            else:  # in flight at the save, finished (or resolved) since
+                done.append(call)
+                by_tool[call.tool] += 1
+        return Digest(
+            head=lineage.head,
+            in_doubt=tuple(sorted(pending, key=lambda c: c.seq)),
+            done=_newest_last(done)[-DONE_FETCH:],
+            done_total=sum(by_tool.values()),
+            done_by_tool=dict(by_tool),
+            before={"completed": mark.completed, "failed": mark.failed},
+        )
+
+    def _since_time(self, lineage: Lineage, saved_at: str) -> Digest:
+        pending: list[Call] = []
+        done: list[Call] = []
+        before: Counter[str] = Counter()
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            for row in self.rows(
+                f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND (state = 'PENDING' OR finished_at > ?)",
+                (branch.workflow, *params, saved_at),
+            ):
+                call = _call(row)
+                (pending if call.state is CallState.PENDING else done).append(call)
+            for state, count in self.rows(
+                f"SELECT state, count(*) FROM calls WHERE workflow_id = ?{where} AND finished_at <= ? GROUP BY state",
+                (branch.workflow, *params, saved_at),
+            ):
+                before[str(state).lower()] += int(count)
+        return Digest(
+            head=lineage.head,
+            in_doubt=tuple(sorted(pending, key=lambda c: c.seq)),
+            done=_newest_last(done)[-DONE_FETCH:],
+            done_total=len(done),
+            done_by_tool=dict(Counter(call.tool for call in done)),
+            before={"completed": before["completed"], "failed": before["failed"]},
+            exact=False,
+        )
+
+    def _with_owner(self, lineage: Lineage, digest: Digest) -> Digest:
+        """Split PENDING calls: those a live owner sent after it took the workflow are in flight, not in doubt."""
+        if not digest.in_doubt:
+            return digest
+        owner = self.owner_since(lineage.root)
+        if owner is None:
+            return digest
+        since, described = owner
+        flying = tuple(call for call in digest.in_doubt if call.started_at >= since)
+        doubt = tuple(call for call in digest.in_doubt if call.started_at < since)
+        return Digest(
+            head=digest.head,
+            in_doubt=doubt,
+            in_flight=flying,
+            done=digest.done,
+            done_total=digest.done_total,
+            done_by_tool=digest.done_by_tool,
+            before=digest.before,
+            exact=digest.exact,
+            owner=described,
+        )
+
+
+def _newest_last(calls: Sequence[Call]) -> tuple[Call, ...]:
+    return tuple(sorted(calls, key=lambda c: (c.finished_at or c.started_at, c.seq)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# SQLite
+
+
+class _SqliteReader(JournalReader):
+    def __init__(self, path: str) -> None:
+        import sqlite3  # only when a journal is configured: `checkpoint brief` starts without it
+
+        self._sqlite3 = sqlite3
+        self.path = os.path.abspath(os.path.expanduser(path))
+        self.location = self.path
+        if not os.path.isfile(self.path):
+            raise JournalUnavailable(f"journal {self.path} does not exist (no call journaled there yet?)")
+        # Without a write-ahead log no proxy has the file open, and mode=ro would create -wal and -shm files.
+        live = os.path.exists(self.path + "-wal") and os.path.exists(self.path + "-shm")
+        uri = f"file:{_uri_path(self.path)}?{'mode=ro' if live else 'immutable=1'}"
+        with self._translated():
+            self._con = sqlite3.connect(uri, uri=True, timeout=1.0, check_same_thread=False)
+        try:
+            with self._translated():
+                application_id = int(self._con.execute("PRAGMA application_id").fetchone()[0])
+                version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
+        except BaseException:
+            self._con.close()
+            raise
+        if application_id != _SQLITE_APPLICATION_ID or version < _SQLITE_SCHEMA:
+            self._con.close()
+            raise JournalUnavailable(
+                f"{self.path} is not a Checkpoint journal of schema {_SQLITE_SCHEMA} (a proxy migrates an older one)"
+            )
+        if version > _SQLITE_SCHEMA:
+            self._con.close()
+            raise JournalUnavailable(f"journal {self.path} has schema {version}, newer than this Checkpoint reads")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except self._sqlite3.Error as exc:
+            raise JournalUnavailable(f"cannot read journal {self.path}: {exc}") from exc
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._translated():
+            return self._con.execute(sql, tuple(params)).fetchall()
+
+    def owner_since(self, root: str) -> tuple[str, str] | None:
+        import fcntl
+        import hashlib
+        import json
+
+        # The proxy's lock file (see SqliteJournal._lock_path); never created here.
+        digest = hashlib.sha256(root.encode()).hexdigest()[:32]
+        try:
+            fd = os.open(os.path.join(self.path + ".owners", f"{digest}.lock"), os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    info = json.loads(os.pread(fd, 4096, 0) or b"null")
+                    return str(info["since"]), f"pid {info['pid']} on {info['host']}"
+                except (ValueError, TypeError, KeyError):
+                    return "", "a proxy starting up"
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def _uri_path(path: str) -> str:
+    """The path as an SQLite URI path: only ``%``, ``?`` and ``#`` need escaping."""
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+class _PostgresReader(JournalReader):
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        try:
+            import psycopg
+        except ImportError:
+            raise JournalUnavailable(
+                "a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'"
+            ) from None
+
+        from checkpoint_mcp.journal.postgres import masked
+
+        self._psycopg = psycopg
+        self.location = masked(url)
+        self._secret = urlsplit(url).password or ""
+        with self._translated():
+            self._conn = psycopg.connect(
+                url,
+                autocommit=True,
+                connect_timeout=_CONNECT_TIMEOUT_SECONDS,
+                application_name="checkpoint-brief",
+                options="-c default_transaction_read_only=on",
+            )
+        try:
+            meta = dict(self.rows("SELECT key, value FROM checkpoint_meta"))
+        except JournalUnavailable:
+            self._conn.close()
+            raise JournalUnavailable(f"{self.location} holds no Checkpoint journal") from None
+        if meta.get("application") != _PG_APPLICATION or int(meta.get("schema_version", "0")) < _PG_SCHEMA:
+            self._conn.close()
+            raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {_PG_SCHEMA}")
+        if int(meta["schema_version"]) > _PG_SCHEMA:
+            self._conn.close()
+            raise JournalUnavailable(f"journal {self.location} has a newer schema than this Checkpoint reads")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            text = str(exc).replace(self._secret, "***") if self._secret else str(exc)
+            raise JournalUnavailable(f"cannot read journal {self.location}: {text.strip()}") from None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._translated():
+            return list(self._conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall())
+
+    def owner_since(self, root: str) -> tuple[str, str] | None:
+        from checkpoint_mcp.journal.postgres import lock_key
+
+        key = lock_key(root) & 0xFFFFFFFFFFFFFFFF
+        held = self.rows(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1",
+            (key >> 32, key & 0xFFFFFFFF),
+        )
+        if not int(held[0][0]):
+            return None
+        found = self.rows("SELECT since, pid, host FROM owners WHERE root_id = ?", (root,))
+        if not found:
+            return "", "another session"
+        return str(found[0][0]), f"pid {found[0][1]} on {found[0][2]}"
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def open_reader(location: str) -> JournalReader:
+    """Open the journal at ``location`` read-only: a ``postgresql://`` URL, else an SQLite file path.
+
+    Raises:
+        JournalUnavailable: it does not exist, cannot be read, or is not a Checkpoint journal this version reads.
+    """
+    from checkpoint_mcp.journal import is_postgres_url
+
+    try:
+        if is_postgres_url(location):
+            return _PostgresReader(location)
+        return _SqliteReader(location)
+    except JournalUnavailable:
+        raise
+    except JournalError as exc:
+        raise JournalUnavailable(str(exc)) from exc

@@ -1,0 +1,224 @@
+"""The brief's side-effects section: what the project's journals say happened since the checkpoint.
+
+It comes after "Since this checkpoint", only when there is something to say, in this order:
+
+* **In doubt**: each call that was in flight when its proxy stopped, with the exact ``checkpoint journal resolve``
+  commands and a plain instruction not to redo it before it is resolved;
+* **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
+  repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
+  live proxy is still waiting for are named too;
+* one line counting what was done before the save.
+
+The section has its own budget, ``EFFECTS_MAX_CHARS``, inside the brief's cap: the oldest calls done since go
+first, then in-doubt calls beyond the first few, and a last line says what was cut and where to see it all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.digest import Call
+from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.session.journals import WorkflowDigest
+from checkpoint_mcp.session.render import code
+
+EFFECTS_MAX_CHARS: Final = 4_000
+"""The side-effects section's share of the brief's 10,000 characters."""
+GROUP_ARGUMENTS: Final = 3
+"""A group of up to this many repeated calls still shows each call's arguments."""
+TITLE: Final = "## Side effects (journal)"
+DONE_KEPT: Final = 5
+"""Lines of calls done since that are kept before in-doubt calls beyond ``DOUBT_KEPT`` are cut."""
+DOUBT_KEPT: Final = 3
+
+
+def _when(timestamp: str | None) -> str:
+    return f"{timestamp[:19].replace('T', ' ')} UTC" if timestamp else "?"
+
+
+def _span(start: str | None, end: str | None) -> str:
+    """``2026-12-01 09:41:02 – 09:42:10 UTC``, shortened where both ends agree."""
+    first, last = _when(start), _when(end)
+    if first == last:
+        return first
+    if first[:10] == last[:10]:
+        return f"{first[:-4]} – {last[11:]}"
+    return f"{first[:-4]} – {last}"
+
+
+def _arguments(call: Call) -> str:
+    return "«redacted»" if call.arguments is None else code(call.arguments)
+
+
+def _in_doubt(call: Call, shown: str) -> str:
+    commands = operator_commands(shown, call.workflow, call.seq)
+    return "\n".join(
+        [
+            f"- #{call.seq} {code(call.tool)} {_arguments(call)} — started {_when(call.started_at)}, "
+            f"workflow {code(call.workflow)}",
+            f"  - it happened: {code(commands['completed'])}",
+            f"  - it did not: {code(commands['failed'])}",
+            f"  - to run it again: {code(commands['release'])}",
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class _Group:
+    calls: tuple[Call, ...]
+
+    def line(self, suffix: str) -> str:
+        first, last = self.calls[0], self.calls[-1]
+        mark = "✓" if first.state is CallState.COMPLETED else "✗ failed"
+        if len(self.calls) == 1:
+            return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {_when(first.finished_at)}{suffix}"
+        seqs = f"#{first.seq}–#{last.seq}" if last.seq > first.seq else f"#{first.seq}…#{last.seq}"
+        when = _span(first.finished_at, last.finished_at)
+        text = f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} {when}{suffix}"
+        if len(self.calls) <= GROUP_ARGUMENTS:
+            text += ": " + ", ".join(_arguments(c) for c in self.calls)
+        return text
+
+
+def _groups(calls: Sequence[Call]) -> list[_Group]:
+    groups: list[list[Call]] = []
+    for call in calls:
+        previous = groups[-1][-1] if groups else None
+        if previous is not None and (previous.workflow, previous.tool, previous.state) == (
+            call.workflow,
+            call.tool,
+            call.state,
+        ):
+            groups[-1].append(call)
+        else:
+            groups.append([call])
+    return [_Group(tuple(g)) for g in groups]
+
+
+def _tools(counts: dict[str, int]) -> str:
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{tool} ×{count:,}" for tool, count in ranked)
+
+
+def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> str:
+    """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say."""
+    readable = [(item.journal, item.digest) for item in found if item.digest is not None]
+    several = len(readable) > 1
+    doubt: list[str] = []
+    flying: list[str] = []
+    done: list[tuple[str, int, str]] = []  # (line, calls in it, tool), newest last across workflows
+    before: list[str] = []
+    omitted: dict[str, int] = {}
+    commands: list[str] = []
+    for journal, digest in readable:
+        assert digest is not None
+        suffix = f" (workflow {code(journal.workflow)})" if several else ""
+        doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt]
+        if digest.in_flight:
+            calls = ", ".join(f"#{c.seq} {code(c.tool)}" for c in digest.in_flight)
+            flying.append(
+                f"- In flight now, a live proxy ({digest.owner}) waits for the answer, do not send again: "
+                f"{calls}{suffix}"
+            )
+        done += [(group.line(suffix), len(group.calls), group.calls[0].tool) for group in _groups(digest.done)]
+        unread = digest.done_total - len(digest.done)
+        if unread > 0:
+            fetched = {c.tool: 0 for c in digest.done}
+            for call in digest.done:
+                fetched[call.tool] += 1
+            for tool, count in digest.done_by_tool.items():
+                left = count - fetched.get(tool, 0)
+                if left > 0:
+                    omitted[tool] = omitted.get(tool, 0) + left
+        if (digest.in_doubt or digest.in_flight or digest.done_total) and any(digest.before.values()):
+            counted = f"{digest.before.get('completed', 0):,} completed, {digest.before.get('failed', 0):,} failed"
+            before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
+        if digest.in_doubt or digest.in_flight or digest.done_total:
+            commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
+    if not doubt and not flying and not done and not omitted:
+        return ""
+    return _fit(doubt, flying, done, omitted, before, commands, limit)
+
+
+def _render(
+    doubt: Sequence[str],
+    doubt_hidden: int,
+    flying: Sequence[str],
+    done: Sequence[tuple[str, int, str]],
+    omitted: dict[str, int],
+    before: Sequence[str],
+    note: str,
+) -> str:
+    lines = [TITLE]
+    if doubt or doubt_hidden:
+        lines += [
+            "### ⚠ In doubt: do not redo before it is resolved",
+            "These calls were in flight when their proxy stopped: they may or may not have happened. Do not call "
+            "them again, under this step or any other, until someone has checked the upstream and recorded what "
+            "happened with one of these commands:",
+            *doubt,
+        ]
+        if doubt_hidden:
+            lines.append(f"- … {doubt_hidden} more call(s) in doubt not shown")
+    if done or omitted or flying:
+        lines.append("### Done since the checkpoint (newest last): these already happened, do not redo them")
+        if omitted:
+            total = sum(omitted.values())
+            lines.append(f"- … {total:,} earlier call(s) not shown: {_tools(omitted)}")
+        lines += [line for line, _, _ in done]
+        lines += flying
+    if before:
+        lines.append(f"Before the checkpoint: {'; '.join(before)}.")
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _fit(
+    doubt: list[str],
+    flying: list[str],
+    done: list[tuple[str, int, str]],
+    omitted: dict[str, int],
+    before: list[str],
+    commands: list[str],
+    limit: int,
+) -> str:
+    """Drop the oldest calls done since, then in-doubt calls beyond the first, until the section fits."""
+    text = _render(doubt, 0, flying, done, omitted, before, "")
+    if len(text) <= limit and not omitted:
+        return text
+    shown_doubt = list(doubt)
+    kept = list(done)
+    hidden = dict(omitted)
+    total_done = sum(count for _, count, _ in done) + sum(omitted.values())
+
+    def note() -> str:
+        shown = sum(count for _, count, _ in kept)
+        parts = [f"{shown:,} of {total_done:,} calls done since shown"]
+        if len(shown_doubt) < len(doubt):
+            parts.append(f"{len(shown_doubt)} of {len(doubt)} in-doubt calls shown")
+        where = "; ".join(code(c) for c in commands[:3])
+        return (
+            f"_Side effects cut to stay within their {limit:,} characters of the brief: {', '.join(parts)}. "
+            f"All of them: {where}._"
+        )
+
+    # What gives way, in order: the oldest calls done beyond the newest few, in-doubt calls beyond the first
+    # few, the rest of the calls done, the in-doubt calls but the first. Then a hard cut: never more.
+    steps = ((kept, DONE_KEPT), (shown_doubt, DOUBT_KEPT), (kept, 0), (shown_doubt, 1))
+    for items, floor in steps:
+        while True:
+            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, before, note())
+            if len(text) <= limit:
+                return text
+            if len(items) <= floor:
+                break
+            if items is kept:
+                _, count, tool = kept.pop(0)
+                hidden[tool] = hidden.get(tool, 0) + count
+            else:
+                shown_doubt.pop()
+    return text[:limit]

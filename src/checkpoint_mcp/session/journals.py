@@ -1,0 +1,316 @@
+"""Which journals a project's side effects go to, and what the session learns from them.
+
+The journals come from the first of these that names any:
+
+1. ``--journal J`` (repeatable) given to ``checkpoint session`` or ``checkpoint brief``, each with the
+   ``--workflow-id W`` that follows it, if any;
+2. the ``CHECKPOINT_JOURNAL`` environment variable (one location; ``CHECKPOINT_WORKFLOW_ID`` names its workflow);
+3. the project's ``.mcp.json``: every ``mcpServers`` entry that runs ``checkpoint`` (or a path ending in
+   ``/checkpoint``, or ``python -m checkpoint_mcp``) with ``--journal`` (and ``--workflow-id``). ``${VAR}`` and
+   ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the project root.
+
+A workflow without ``--workflow-id`` is the proxy's default, the journal's absolute path (a URL: without its
+password). Reading goes through ``journal.digest`` only, read-only; a journal that cannot be read becomes a
+warning, never a failed save or load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from checkpoint_mcp.errors import JournalError
+from checkpoint_mcp.session.model import JournalPosition
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.journal.digest import Digest, JournalReader
+
+JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
+WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
+MCP_CONFIG: Final = ".mcp.json"
+_VARIABLE: Final = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
+
+
+@dataclass(frozen=True)
+class JournalSpec:
+    """A journal as configured: its location (path or URL) and workflow id, if one was given."""
+
+    location: str
+    workflow: str | None = None
+
+
+@dataclass(frozen=True)
+class Journaled:
+    """One journaled workflow of the project: where to read it, how to name it, which workflow."""
+
+    location: str
+    """What to open: an absolute SQLite path, or the URL as configured (it may hold a password)."""
+    shown: str
+    """The location safe to print and to store: the path, or the URL without its password."""
+    workflow: str
+
+
+@dataclass(frozen=True)
+class WorkflowDigest:
+    """What one journaled workflow says at a load; ``digest`` is None when the journal could not be read."""
+
+    journal: Journaled
+    digest: Digest | None
+
+
+def pair_options(args: Sequence[str]) -> list[JournalSpec]:
+    """The ``--journal``/``--workflow-id`` pairs of a command line, each workflow id going with the journal
+    before it (``--journal=J`` spellings too)."""
+    specs: list[JournalSpec] = []
+    items = list(args)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        name, _, inline = item.partition("=")
+        if name in ("--journal", "--workflow-id"):
+            value = inline if "=" in item else (items[i + 1] if i + 1 < len(items) else None)
+            i += 1 if "=" in item else 2
+            if value is None:
+                break
+            if name == "--journal":
+                specs.append(JournalSpec(value))
+            elif specs and specs[-1].workflow is None:
+                specs[-1] = JournalSpec(specs[-1].location, value)
+            continue
+        i += 1
+    return specs
+
+
+def _expand(text: str, environ: Mapping[str, str]) -> str:
+    if "${" not in text:
+        return text
+    import re  # only for a .mcp.json that uses variables: a brief without journals never imports it
+
+    return re.sub(_VARIABLE, lambda m: environ.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def _runs_checkpoint(command: object, args: Sequence[str]) -> bool:
+    if not isinstance(command, str):
+        return False
+    name = os.path.basename(command)
+    if name == "checkpoint":
+        return True
+    return name.startswith("python") and list(args[:2]) == ["-m", "checkpoint_mcp"]
+
+
+def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSpec], list[str]]:
+    """The journals of the ``checkpoint`` servers in ``<root>/.mcp.json``, and warnings about the file."""
+    path = os.path.join(root, MCP_CONFIG)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return [], []
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return [], [f"{path} could not be read to find the project's journals: {exc}."]
+    servers = document.get("mcpServers") if isinstance(document, dict) else None
+    if not isinstance(servers, dict):
+        return [], []
+    specs: list[JournalSpec] = []
+    for entry in servers.values():
+        if not isinstance(entry, dict):
+            continue
+        raw = entry.get("args")
+        args = [_expand(a, environ) for a in raw if isinstance(a, str)] if isinstance(raw, list) else []
+        command = entry.get("command")
+        if not _runs_checkpoint(_expand(command, environ) if isinstance(command, str) else None, args):
+            continue
+        for spec in pair_options(args):
+            location = spec.location
+            if not _is_url(location):
+                location = os.path.join(root, os.path.expanduser(location))
+            specs.append(JournalSpec(location, spec.workflow))
+    return specs, []
+
+
+def _is_url(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The project's journaled workflows, and what went wrong finding them."""
+
+    journals: tuple[Journaled, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+NONE: Final = Setup()
+
+
+def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[str, str], cwd: str) -> Setup:
+    """The project's journaled workflows, from the first source that names any, and warnings.
+
+    Relative paths given on the command line or in the environment are relative to ``cwd``.
+    """
+    warnings: list[str] = []
+    specs = list(explicit)
+    base = cwd
+    if not specs and environ.get(JOURNAL_ENV):
+        specs = [JournalSpec(environ[JOURNAL_ENV], environ.get(WORKFLOW_ENV) or None)]
+    if not specs:
+        specs, warnings = from_mcp_json(root, environ)
+        base = root
+    found: dict[tuple[str, str], Journaled] = {}
+    for spec in specs:
+        journaled = _resolved(spec, base)
+        found.setdefault((journaled.shown, journaled.workflow), journaled)
+    return Setup(tuple(found.values()), tuple(warnings))
+
+
+def _resolved(spec: JournalSpec, base: str) -> Journaled:
+    if _is_url(spec.location):
+        from checkpoint_mcp.journal.postgres import masked
+
+        shown = masked(spec.location)
+        return Journaled(spec.location, shown, spec.workflow or shown)
+    path = os.path.abspath(os.path.join(base, os.path.expanduser(spec.location)))
+    return Journaled(path, path, spec.workflow or path)
+
+
+def _readers(journals: Iterable[Journaled]) -> dict[str, JournalReader | str]:
+    """One read-only reader per journal location, or the reason it could not be opened."""
+    from checkpoint_mcp.journal.digest import open_reader
+
+    readers: dict[str, JournalReader | str] = {}
+    for journal in journals:
+        if journal.location in readers:
+            continue
+        try:
+            readers[journal.location] = open_reader(journal.location)
+        except JournalError as exc:
+            readers[journal.location] = str(exc)
+    return readers
+
+
+def _close(readers: Mapping[str, JournalReader | str]) -> None:
+    for reader in readers.values():
+        if not isinstance(reader, str):
+            reader.close()
+
+
+def positions(journals: Sequence[Journaled], warnings: list[str]) -> tuple[JournalPosition, ...]:
+    """Where each journaled workflow stands now, for a save; unreadable ones are warnings."""
+    if not journals:
+        return ()
+    readers = _readers(journals)
+    found: list[JournalPosition] = []
+    try:
+        for journal in journals:
+            reader = readers[journal.location]
+            try:
+                if isinstance(reader, str):
+                    raise JournalError(reader)
+                mark = reader.mark(journal.workflow)
+            except JournalError as exc:
+                warnings.append(f"Journal {journal.shown} could not be read, so its position was not saved: {exc}")
+                continue
+            if mark is None:
+                continue  # too many calls in flight to list: a load reads this workflow by time
+            found.append(
+                JournalPosition(
+                    location=journal.shown,
+                    workflow=journal.workflow,
+                    head=mark.head,
+                    last_seq=mark.last_seq,
+                    last_at=mark.last_at,
+                    calls=mark.calls,
+                    completed=mark.completed,
+                    failed=mark.failed,
+                    pending=mark.pending,
+                    resolutions=mark.resolutions,
+                )
+            )
+    finally:
+        _close(readers)
+    return tuple(found)
+
+
+def digests(
+    journals: Sequence[Journaled], saved: Sequence[JournalPosition], saved_at: str, warnings: list[str]
+) -> tuple[WorkflowDigest, ...]:
+    """What each journaled workflow says since the save; unreadable ones are warnings."""
+    if not journals:
+        return ()
+    from checkpoint_mcp.journal.digest import Mark
+
+    readers = _readers(journals)
+    marks = {(p.location, p.workflow): p for p in saved}
+    found: list[WorkflowDigest] = []
+    try:
+        for journal in journals:
+            reader = readers[journal.location]
+            position = marks.get((journal.shown, journal.workflow))
+            mark = None
+            if position is not None:
+                mark = Mark(
+                    head=position.head,
+                    last_seq=position.last_seq,
+                    last_at=position.last_at,
+                    calls=position.calls,
+                    completed=position.completed,
+                    failed=position.failed,
+                    pending=position.pending,
+                    resolutions=position.resolutions,
+                )
+            try:
+                if isinstance(reader, str):
+                    raise JournalError(reader)
+                digest = reader.digest(journal.workflow, mark, saved_at)
+            except JournalError as exc:
+                warnings.append(f"Journal {journal.shown} could not be read, so its side effects are not shown: {exc}")
+                found.append(WorkflowDigest(journal, None))
+                continue
+            found.append(WorkflowDigest(journal, digest))
+    finally:
+        _close(readers)
+    return tuple(found)
+
+
+def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
+    """The ``journals`` member of a load's ``structuredContent``: per workflow, the same facts as the brief."""
+    from checkpoint_mcp.journal.report import operator_commands
+
+    out: list[dict[str, Any]] = []
+    for item in found:
+        journal, digest = item.journal, item.digest
+        entry: dict[str, Any] = {"journal": journal.shown, "workflow": journal.workflow, "readable": digest is not None}
+        if digest is not None:
+            entry |= {
+                "head": digest.head,
+                "since": "sequence" if digest.exact else "time",
+                "inDoubt": [
+                    _call(c) | {"resolve": operator_commands(journal.shown, c.workflow, c.seq)} for c in digest.in_doubt
+                ],
+                "inFlight": [_call(c) for c in digest.in_flight],
+                "completedSince": {
+                    "total": digest.done_total,
+                    "byTool": dict(sorted(digest.done_by_tool.items())),
+                    "calls": [_call(c) for c in digest.done],
+                },
+                "before": digest.before,
+                "liveOwner": digest.owner,
+            }
+        out.append(entry)
+    return out
+
+
+def _call(call: Any) -> dict[str, Any]:
+    return {
+        "workflow": call.workflow,
+        "seq": call.seq,
+        "tool": call.tool,
+        "arguments": call.arguments,
+        "redacted": call.arguments is None,
+        "state": call.state.value,
+        "startedAt": call.started_at,
+        "finishedAt": call.finished_at,
+    }

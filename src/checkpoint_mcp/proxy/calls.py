@@ -138,6 +138,7 @@ class CallJournal:
             if hint is not None or seq < self._fresh_from:
                 record = unit.read(self._lineage, seq)
         branch = self._lineage.branch_at(seq)
+        self._refuse_if_running(record, branch.workflow, seq, name)
         if record is None and seq <= branch.collected_through:
             raise Collected(
                 workflow=branch.workflow, seq=seq, commands=operator_commands(self._where, branch.workflow, seq)
@@ -169,6 +170,23 @@ class CallJournal:
                 return self._reserve(unit, seq, name, arguments, signature, key)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
+
+    def _refuse_if_running(self, record: CallRecord | None, workflow: str, seq: int, name: str) -> None:
+        """A sequence reserved by another unit of work of this process (another gateway session) and not yet
+        committed is in flight here, though no row shows it yet.
+
+        Raises:
+            InDoubt: it is.
+        """
+        if record is None and (workflow, seq) in self._running:
+            raise InDoubt(
+                workflow=workflow,
+                seq=seq,
+                tool=name,
+                journaled_at="",
+                commands=operator_commands(self._where, workflow, seq),
+                in_flight_here=True,
+            )
 
     def _reserve(
         self, unit: UnitOfWork, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None

@@ -119,10 +119,20 @@ def _head_key(line: bytes) -> tuple[str, Any] | None:
 class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
-    def __init__(self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        journal: Journal | None,
+        lineage: Lineage | None,
+        calls: CallJournal | None = None,
+    ) -> None:
+        """``calls``: the sequences and decisions of the workflow, when several interceptors (a gateway's
+        sessions) share one workflow in one process; by default this interceptor has its own."""
         self._config = config
         self._journal = journal
-        self._calls = CallJournal(config, journal, lineage) if journal is not None and lineage is not None else None
+        if calls is None and journal is not None and lineage is not None:
+            calls = CallJournal(config, journal, lineage)
+        self._calls = calls
         self._in_flight: dict[tuple[str, Any], _InFlight] = {}
         self._read_only: dict[str, bool] = {}
         self._identity = {"name": config.server_name, "version": config.server_version}

@@ -48,7 +48,8 @@ def test_a_foreign_origin_is_refused_with_403_and_a_loopback_one_is_served(tmp_p
         evil = request(gateway.port, "POST", "/mcp", PING, {"Origin": "http://evil.example"})
         assert evil.status == 403
         assert evil.json()["error"]["message"].startswith("Forbidden")
-        assert "id" in evil.json() and evil.json()["id"] is None
+        assert "id" in evil.json()
+        assert evil.json()["id"] is None
         initialize(gateway.port, headers={"Origin": f"http://localhost:{gateway.port}"})
         initialize(gateway.port, headers={"Origin": f"http://127.0.0.1:{gateway.port}"})
 

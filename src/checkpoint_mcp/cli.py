@@ -181,6 +181,14 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     help="Seconds without a request after which a session (or a workflow's upstream) is closed.",
 )
 @click.option(
+    "--join-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds a re-sent call (same checkpoint_seq or checkpoint_key, same arguments) waits for the original "
+    "still in flight; then it is refused as still in flight (-32086), never run.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default="warning",
@@ -234,6 +242,7 @@ def serve(**options: Any) -> None:
         tls_cert=options["tls_cert"],
         tls_key=options["tls_key"],
         idle_timeout=options["idle_timeout"],
+        join_timeout=options["join_timeout"],
     )
     from checkpoint_mcp.gateway.runner import run_gateway
 

@@ -17,6 +17,7 @@ import pytest
 
 import nodetools
 from gatewayproc import GatewayProcess
+
 from support import DEFAULT_TIMEOUT
 
 SUITE_TIMEOUT = 240

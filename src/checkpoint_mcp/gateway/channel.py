@@ -14,6 +14,7 @@ gateway makes to a request, so each client reads its own id and no answer reache
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import Any
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
-from checkpoint_mcp.proxy.interceptor import Interceptor, internal_error_replies
+from checkpoint_mcp.proxy.interceptor import Interceptor, Join, internal_error_replies
 from checkpoint_mcp.proxy.upstream import Upstream
 from checkpoint_mcp.wire import (
     Kind,
@@ -40,6 +41,22 @@ logger = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 10.0  # at close: how long answers to requests in flight are awaited (and journaled)
 CHANGE_NOTIFICATIONS = ("notifications/resources/updated",)  # besides every */list_changed
+
+
+class CommitSignal:
+    """Wakes every waiter after any journal commit of the process (re-sent calls waiting for an original)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        """A commit happened."""
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self) -> None:
+        """Return after the next commit."""
+        await self._event.wait()
 
 
 class _Waiting:
@@ -64,9 +81,13 @@ class Channel:
         unrelated: Callable[[bytes], None] | None = None,
         observe: Callable[[Stream, bytes], None] | None = None,
         flushed: Callable[[float], None] | None = None,
+        commits: CommitSignal | None = None,
+        join_timeout: float = 30.0,
     ) -> None:
         """``unrelated`` receives server messages that belong to no request (a session's GET stream);
-        ``observe`` sees each final response with its stream (metrics); ``flushed`` each commit's duration."""
+        ``observe`` sees each final response with its stream (metrics); ``flushed`` each commit's duration;
+        ``commits`` is shared by the channels of one process, so a re-sent call on one joins its original on
+        another, for up to ``join_timeout`` seconds."""
         self.name = name
         self._interceptor = interceptor
         self._upstream = upstream
@@ -78,6 +99,9 @@ class Channel:
         self._progress: dict[tuple[str, Any], Stream] = {}
         self._next_alias = 0
         self._flush_scheduled = False
+        self._commits = commits or CommitSignal()
+        self._join_timeout = join_timeout
+        self._joining: dict[tuple[str, Any], asyncio.Task[None]] = {}
         self.closed = asyncio.Event()
         """The upstream is gone (it died, or the channel was closed)."""
         self.exit_status: str | None = None
@@ -153,23 +177,64 @@ class Channel:
     def cancel(self, stream: Stream, reason: str) -> None:
         """The client closed a request's stream before its answer (2026-07-28: that is its cancellation)."""
         for key, waiting in list(self._waiting.items()):
-            if waiting.stream is stream:
+            if waiting.stream is stream and key in self._joining:
+                self._joining.pop(key).cancel()  # it was only waiting for another call: nothing ran
+                del self._waiting[key]
+            elif waiting.stream is stream:
                 notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
                 params = dumps({"requestId": key[1], "reason": reason})
                 line = set_member(notice, ("params",), params).encode() + b"\n"
                 self._route([line])
 
     def _route(self, lines: list[bytes]) -> None:
+        for join in self._route_once(lines):
+            key = self._key_of(join.line)
+            if key is not None and key not in self._joining:
+                self._joining[key] = asyncio.get_running_loop().create_task(self._join(key, join))
+
+    def _route_once(self, lines: list[bytes]) -> list[Join]:
+        """Hand lines to the interceptor and send what it releases; the calls that must join an original."""
         try:
             routed = self._interceptor.from_client(lines)
         except Exception:
             logger.exception("internal error while routing %d line(s) from a client", len(lines))
             self._deliver(internal_error_replies(lines))
-            return
+            return []
         if routed.to_upstream:
             self._upstream.send(b"".join(routed.to_upstream))
         self._deliver(routed.to_client)
         self._schedule_flush()
+        return routed.joins
+
+    @staticmethod
+    def _key_of(line: bytes) -> tuple[str, Any] | None:
+        try:
+            return id_key(classify(line).id)
+        except WireParseError:
+            return None
+
+    async def _join(self, key: tuple[str, Any], join: Join) -> None:
+        """Wait for the original's outcome to be committed, then decide the call again (a replay, usually);
+        after the join timeout, the interceptor's still-in-flight refusal."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._join_timeout
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self.closed.is_set():
+                    self._deliver([join.refusal])
+                    return
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await self._commits.wait()
+                if loop.time() >= deadline:
+                    continue
+                again = self._route_once([join.line])
+                if not again:
+                    return
+                join = again[0]
+        finally:
+            self._joining.pop(key, None)
 
     # ---- upstream -> downstream (the UpstreamSink) --------------------------------------------------------
 
@@ -224,6 +289,7 @@ class Channel:
             return
         if self._flushed is not None:
             self._flushed(time.perf_counter() - started)
+        self._commits.notify()
         if flushed.to_upstream and not self.closed.is_set():
             self._upstream.send(b"".join(flushed.to_upstream))
         if flushed.journaled:
@@ -297,6 +363,9 @@ class Channel:
 
     def _end(self, status: str) -> None:
         self.exit_status = status
+        for task in self._joining.values():
+            task.cancel()
+        self._joining.clear()
         self._deliver(self._interceptor.upstream_gone(status))
         for waiting in self._waiting.values():
             waiting.stream.finish()

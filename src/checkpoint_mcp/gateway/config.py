@@ -12,6 +12,7 @@ from checkpoint_mcp.proxy.config import ProxyConfig
 DEFAULT_LISTEN = "127.0.0.1:8808"
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_JOIN_TIMEOUT = 30.0
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -28,6 +29,7 @@ class GatewayConfig(NamedTuple):
     tls_cert: str | None = None
     tls_key: str | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT
 
     @property
     def loopback(self) -> bool:

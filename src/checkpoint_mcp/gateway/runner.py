@@ -1,7 +1,8 @@
 """Run `checkpoint serve`: open the journal, build the app, serve it with uvicorn until SIGTERM.
 
 On SIGTERM or SIGINT the listener stops accepting, the GET streams end, requests in flight get their answers
-(journaled) for up to ``DRAIN_SECONDS``, then every upstream is closed; a second signal cuts the wait short.
+(journaled) for up to ``DRAIN_SECONDS``, then every upstream is closed, and the exit code is 128 + the signal
+(as the stdio proxy's); a second SIGINT cuts the wait short.
 The address actually bound is written to stderr as ``checkpoint serve: listening on URL`` (``--listen …:0``
 picks a free port).
 """
@@ -51,12 +52,16 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, gateway: Gateway) -> None:
         super().__init__(config)
         self._gateway = gateway
+        self.signal: int | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if not self.should_exit:
             logger.info("%s received; draining", signal.Signals(sig).name)
+        self.signal = self.signal or sig
         self._gateway.end_long_streams()
         super().handle_exit(sig, frame)
+        # uvicorn would raise the signal again after its shutdown; we exit with 128 + signal, as the proxy does.
+        self._captured_signals.clear()
 
 
 async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig) -> None:
@@ -110,6 +115,6 @@ def run_gateway(config: GatewayConfig) -> int:
         )
         server = _Server(uv_config, gateway)
         asyncio.run(_serve(server, gateway, config))
-        if gateway.fatal is not None:
+        if gateway.fatal is not None or not server.started:
             return 1
-        return 0 if server.started else 1
+        return 128 + server.signal if server.signal is not None else 0

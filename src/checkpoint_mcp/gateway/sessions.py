@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from checkpoint_mcp.errors import JournalError
-from checkpoint_mcp.gateway.channel import Channel
+from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
@@ -86,6 +86,7 @@ class Gateway:
         self.metrics = metrics
         self._new_upstream = upstream_factory
         self._workflows: dict[str, _Workflow] = {}
+        self._commits = CommitSignal()
         self.sessions: dict[str, Session] = {}
         self.channels: dict[str, Channel] = {}  # 2026-07-28: workflow -> channel
         self._opening: dict[str, asyncio.Lock] = {}
@@ -124,7 +125,7 @@ class Gateway:
             ownership = self.journal.acquire(workflow, command="checkpoint serve")
             try:
                 lineage = self.journal.lineage(workflow)
-                calls = CallJournal(self.config.proxy, self.journal, lineage)
+                calls = CallJournal(self.config.proxy, self.journal, lineage, join_timeout=self.config.join_timeout)
             except BaseException:
                 ownership.release()
                 raise
@@ -149,6 +150,8 @@ class Gateway:
             unrelated=unrelated,
             observe=self._observe,
             flushed=self.metrics.journal_latency.observe,
+            commits=self._commits,
+            join_timeout=self.config.join_timeout,
         )
         await channel.start()
         return channel

@@ -24,6 +24,7 @@ from checkpoint_mcp.errors import (
     CallRefused,
     DuplicateRequestId,
     InvalidCallParams,
+    JoinInFlight,
     JournalError,
     JournalLost,
     JournalWriteFailed,
@@ -78,14 +79,25 @@ class _InFlight:
         self.cancelled = False
 
 
+class Join(NamedTuple):
+    """A tools/call that matches one in flight here: re-submit ``line`` once that one's outcome is committed, or
+    answer ``refusal`` (still in flight) when the join times out. Only where joins are enabled (a gateway)."""
+
+    line: bytes
+    refusal: bytes
+    workflow: str
+    seq: int
+
+
 class ClientBatch:
     """What can be written at once after one batch of client lines, in order (the rest waits for ``flush``)."""
 
-    __slots__ = ("to_client", "to_upstream")
+    __slots__ = ("joins", "to_client", "to_upstream")
 
     def __init__(self) -> None:
         self.to_upstream: list[bytes] = []
         self.to_client: list[bytes] = []
+        self.joins: list[Join] = []
 
 
 class Flushed(NamedTuple):
@@ -184,6 +196,10 @@ class Interceptor:
                 continue
             try:
                 entry = self._tool_call(message, out)
+            except JoinInFlight as join:
+                refusal = error_line(message.id, join.refusal.to_error())
+                out.joins.append(Join(line, refusal, join.workflow, join.seq))
+                continue
             except JournalError as exc:
                 self._note(exc)
                 logger.error("journal read failed; refusing a call: %s", exc)
@@ -224,6 +240,8 @@ class Interceptor:
             return self._failed_flush(held_up, held_down, reserved, finishing, f"internal error: {exc}")
         if self._calls is not None:
             self._calls.committed()
+            for claimed in finishing:
+                self._calls.finished(claimed)  # only now: until its outcome is durable, a re-sent call joins it
         if reserved:
             debug.trigger("after_pending_commit")
         if finishing:
@@ -240,6 +258,9 @@ class Interceptor:
     ) -> Flushed:
         if finishing:
             # The upstream has run these calls; hiding their answers would invite a retry, a second run.
+            if self._calls is not None:
+                for done in finishing:
+                    self._calls.finished(done)
             seqs = ", ".join(f"#{claimed.seq}" for claimed in finishing)
             logger.error("could not journal the outcome of call(s) %s (they stay in doubt): %s", seqs, cause)
         refusals: list[bytes] = []
@@ -390,7 +411,6 @@ class Interceptor:
     def _finish(self, claimed: Claimed, state: CallState, outcome: str) -> None:
         assert self._calls is not None
         assert self._unit is not None
-        self._calls.finished(claimed)
         self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
         self._finishing.append(claimed)
 

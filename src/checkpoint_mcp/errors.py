@@ -224,8 +224,14 @@ class InDoubt(CallRefused):
         journaled_at: str,
         commands: dict[str, str],
         in_flight_here: bool = False,
+        replica: str | None = None,
     ) -> None:
-        if in_flight_here:
+        if replica is not None:
+            message = (
+                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running on the live gateway replica "
+                f"{replica}; a different call cannot take its sequence while it runs"
+            )
+        elif in_flight_here:
             message = (
                 f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} is still in flight in this proxy; "
                 "wait for its answer instead of sending it again"
@@ -239,13 +245,14 @@ class InDoubt(CallRefused):
         super().__init__(
             message,
             {
-                "reason": "in_flight" if in_flight_here else "in_doubt",
+                "reason": "in_flight" if in_flight_here or replica is not None else "in_doubt",
                 "workflow": workflow,
                 "seq": seq,
                 "tool": tool,
                 "state": "PENDING",
                 "journaledAt": journaled_at,
                 "resolve": commands,
+                **({"replica": replica} if replica is not None else {}),
             },
         )
 

@@ -40,6 +40,7 @@ from checkpoint_mcp.wire import (
 logger = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 10.0  # at close: how long answers to requests in flight are awaited (and journaled)
+JOIN_POLL_SECONDS = 1.0  # a joined call looks again at least this often
 CHANGE_NOTIFICATIONS = ("notifications/resources/updated",)  # besides every */list_changed
 
 
@@ -224,11 +225,11 @@ class Channel:
                 if remaining <= 0 or self.closed.is_set():
                     self._deliver([join.refusal])
                     return
+                # Woken by any commit of this process or (LISTEN/NOTIFY) of another replica; a second's poll
+                # covers a notification lost with a connection.
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
+                    async with asyncio.timeout(min(remaining, JOIN_POLL_SECONDS)):
                         await self._commits.wait()
-                if loop.time() >= deadline:
-                    continue
                 again = self._route_once([join.line])
                 if not again:
                     return
@@ -370,6 +371,7 @@ class Channel:
         for waiting in self._waiting.values():
             waiting.stream.finish()
         self._waiting.clear()
+        self._flush()  # what the interceptor wrote about the abandoned calls
         self.closed.set()
 
     async def close(self, reason: str = "stopped at shutdown") -> None:

@@ -5,9 +5,11 @@
   closes it (and its upstream).
 * 2026-07-28 (stateless): one upstream and interceptor per workflow, shared by every request bound for it,
   opened at its first request and closed after ``--idle-timeout`` without one.
-* Workflows: each one this process journals is owned by it (``Journal.acquire``, as a stdio proxy would own it)
-  from its first use to shutdown, and all its interceptors share one ``CallJournal``, so calls of several
-  sessions on one workflow take distinct sequences and see each other's calls in flight.
+* Workflows: on SQLite, each one this process journals is owned by it (``Journal.acquire``, as a stdio proxy would
+  own it) from its first use to shutdown. On PostgreSQL the process is a replica (``journal.replicas``): several
+  gateways serve one workflow at once, and the reservation of a call in the database (its sequence and key are
+  unique per workflow) is what keeps two of them from running it. Either way all the interceptors of a workflow
+  share one ``CallJournal``, so calls of several sessions take distinct sequences and see each other in flight.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.journal.base import CallState, Journal, Ownership
+from checkpoint_mcp.journal.replicas import ReplicaPresence
 from checkpoint_mcp.proxy.calls import CallJournal
 from checkpoint_mcp.proxy.interceptor import Interceptor
 from checkpoint_mcp.proxy.upstream import Upstream
@@ -39,7 +42,7 @@ UpstreamFactory = Callable[[], Awaitable[Upstream]]
 
 
 class _Workflow(NamedTuple):
-    ownership: Ownership
+    ownership: Ownership | None  # None for replicas: the reservation in the database is what excludes a double run
     calls: CallJournal
 
 
@@ -97,6 +100,8 @@ class Gateway:
         self.stopped = asyncio.Event()
         """Set when the gateway must stop on its own (the journal is gone for good)."""
         self._reaper: asyncio.Task[None] | None = None
+        self.presence: ReplicaPresence | None = None
+        """This process as a replica on a PostgreSQL journal (several gateways serve one workflow at once)."""
         metrics.bind(self._in_doubt, lambda: len(self.sessions), self._running_upstreams)
 
     # ---- workflows ----------------------------------------------------------------------------------------
@@ -122,12 +127,15 @@ class Gateway:
             return None
         known = self._workflows.get(workflow)
         if known is None:
-            ownership = self.journal.acquire(workflow, command="checkpoint serve")
+            ownership = (
+                None if self.presence is not None else self.journal.acquire(workflow, command="checkpoint serve")
+            )
             try:
                 lineage = self.journal.lineage(workflow)
                 calls = CallJournal(self.config.proxy, self.journal, lineage, join_timeout=self.config.join_timeout)
             except BaseException:
-                ownership.release()
+                if ownership is not None:
+                    ownership.release()
                 raise
             known = self._workflows[workflow] = _Workflow(ownership, calls)
             logger.info("serving workflow %r (writing to %r)", workflow, lineage.head)
@@ -216,8 +224,17 @@ class Gateway:
     # ---- upkeep -------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Begin closing idle sessions and channels."""
-        self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        """Become a replica (on PostgreSQL), and begin closing idle sessions and channels.
+
+        Raises:
+            JournalUnavailable: the replica cannot register.
+        """
+        loop = asyncio.get_running_loop()
+        if self.journal is not None and hasattr(self.journal, "register_replica"):
+            notify = self._commits.notify
+            self.presence = self.journal.register_replica(lambda: loop.call_soon_threadsafe(notify))
+            logger.info("replica %s of the journal %s", self.journal.replica_id, self.journal.location)
+        self._reaper = loop.create_task(self._reap())
 
     async def _reap(self) -> None:
         while True:
@@ -263,9 +280,12 @@ class Gateway:
         self.channels.clear()
         await asyncio.gather(*(channel.close() for channel in channels), return_exceptions=True)
         for workflow in self._workflows.values():
-            with contextlib.suppress(JournalError):
-                workflow.ownership.release()
+            if workflow.ownership is not None:
+                with contextlib.suppress(JournalError):
+                    workflow.ownership.release()
         self._workflows.clear()
+        if self.presence is not None:
+            self.presence.close()
 
     # ---- health -------------------------------------------------------------------------------------------
 
@@ -303,6 +323,11 @@ class Gateway:
             except JournalError as exc:
                 ok = False
                 report["journal"] = str(exc)
+        if self.presence is not None:
+            report["replica"] = self.presence.replica_id
+            if not self.presence.alive:
+                ok = False
+                report["liveness"] = f"lost: {self.presence.lost_reason}"
         if self.upstream_error is not None:
             ok = False
             report["upstream"] = f"cannot start: {self.upstream_error}"

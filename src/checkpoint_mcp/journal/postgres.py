@@ -32,7 +32,8 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
+from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, SqlJournal, schema
 
 try:
     import psycopg
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "checkpoint-journal"
 CONNECT_TIMEOUT_SECONDS = 5
 RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the journal is declared lost
@@ -64,6 +65,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         )
         """,
     ),
+    3: _COMMON[3],
 }
 """version -> statements that bring a journal from version-1 to version."""
 
@@ -281,7 +283,8 @@ class PostgresJournal(SqlJournal):
 
     def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         """BEGIN … COMMIT around the statements (BEGIN can be retried on a dead connection; a bare statement
-        could not be).
+        could not be). A commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered
+        at COMMIT, so a waiter never reads the row before it is durable).
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
@@ -290,6 +293,8 @@ class PostgresJournal(SqlJournal):
         with self.transaction(), self._conn.cursor() as cursor:
             for sql, rows in groups:
                 cursor.executemany(_dialect(sql), rows)
+            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _ in groups):
+                cursor.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""
@@ -354,6 +359,31 @@ class PostgresJournal(SqlJournal):
                 self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
                 return None
             return self._recorded_owner(root) or OwnerInfo(0, "?", "?", "another session")
+
+    # ---- replicas -----------------------------------------------------------------------------------------
+
+    def register_replica(self, on_commit: Any) -> ReplicaPresence:
+        """Become a live `checkpoint serve` replica: a lock held on a connection of its own, which also listens
+        for other replicas' commits (``on_commit`` is then called, from another thread).
+
+        Raises:
+            JournalUnavailable: the database cannot be reached.
+        """
+        with self._translated("register a replica in"):
+            presence = ReplicaPresence(self._url, self.location, self._scrub, on_commit)
+        self.replica_id = presence.replica_id
+        return presence
+
+    def replica_alive(self, replica_id: str) -> bool:
+        """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""
+        if replica_id == self.replica_id:
+            return True
+        with self.reading():
+            key = replica_lock_key(replica_id)
+            free = self._conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (key,)).fetchone()[0]
+            if free:
+                self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
+            return not free
 
     def close(self) -> None:
         """Close the connection (which releases every advisory lock it held)."""

@@ -154,16 +154,7 @@ class CallJournal:
         if isinstance(decision, Proceed):
             return self._reserve(unit, seq, name, arguments, signature, key)
         if isinstance(decision, InDoubtAt):
-            found = decision.record
-            self._join_if_running(found.workflow, seq, found.tool, signature)
-            raise InDoubt(
-                workflow=found.workflow,
-                seq=seq,
-                tool=found.tool,
-                journaled_at=found.started_at,
-                commands=operator_commands(self._where, found.workflow, seq),
-                in_flight_here=(found.workflow, seq) in self._running,
-            )
+            raise self._pending(decision.record, seq, signature)
         if isinstance(decision, Diverge):
             if self._config.on_divergence == "fork":
                 self._lineage = unit.fork(self._lineage, seq)
@@ -178,6 +169,31 @@ class CallJournal:
                 return self._reserve(unit, seq, name, arguments, signature, key)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
+
+    def _pending(self, found: CallRecord, seq: int, signature: str) -> InDoubt:
+        """A PENDING row: in flight here or on a live replica (a re-sent call joins it, where joins are enabled),
+        else in doubt.
+
+        Raises:
+            JoinInFlight: the same call is running here or on a live replica, and joins are enabled.
+        """
+        self._join_if_running(found.workflow, seq, found.tool, signature)
+        replica = found.replica
+        elsewhere = replica is not None and replica != self._journal.replica_id and self._journal.replica_alive(replica)
+        if elsewhere and self._join_timeout is not None and found.signature == signature:
+            commands = operator_commands(self._where, found.workflow, seq)
+            waited = self._join_timeout
+            refusal = StillInFlight(workflow=found.workflow, seq=seq, tool=found.tool, waited=waited, commands=commands)
+            raise JoinInFlight(found.workflow, seq, refusal)
+        return InDoubt(
+            workflow=found.workflow,
+            seq=seq,
+            tool=found.tool,
+            journaled_at=found.started_at,
+            commands=operator_commands(self._where, found.workflow, seq),
+            in_flight_here=(found.workflow, seq) in self._running,
+            replica=replica if elsewhere else None,
+        )
 
     def _join_if_running(self, workflow: str, seq: int, tool: str, signature: str) -> None:
         """A re-sent call (same signature) of a call running here joins it, where joins are enabled.

@@ -464,6 +464,9 @@ class Interceptor:
         claimed = entry.claimed
         if claimed is not None and self._calls is not None:
             self._calls.finished(claimed)
+            if self._journal is not None and self._journal.replica_id is not None and self._unit is not None:
+                # A gateway replica gives the call up, so that other replicas see it in doubt, not in flight.
+                self._unit.disown(claimed.workflow, claimed.seq)
         if entry.cancelled:
             return []
         refusal = UpstreamExited(

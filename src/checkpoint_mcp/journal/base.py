@@ -264,6 +264,11 @@ class Journal(ABC):
     replica_id: str | None = None
     """The `checkpoint serve` replica this process is, once registered (PostgreSQL); its reservations carry it."""
 
+    def allocate_seq(self, workflow: str) -> int | None:
+        """A sequence of ``workflow`` that no other replica was given, for a call without an explicit one, where
+        replicas share the journal; None where the process's own cursor decides (one owner per workflow)."""
+        return None
+
     def replica_alive(self, replica_id: str) -> bool:
         """True while the replica ``replica_id`` is alive (holds its liveness lock); no replicas by default."""
         return False

@@ -374,6 +374,21 @@ class PostgresJournal(SqlJournal):
         self.replica_id = presence.replica_id
         return presence
 
+    def allocate_seq(self, workflow: str) -> int | None:
+        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence."""
+        if self.replica_id is None:
+            return None
+        with self.reading():
+            row = self._conn.execute(
+                "UPDATE workflows SET next_seq = greatest(next_seq,"
+                " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + 1"
+                " WHERE workflow_id = %s RETURNING next_seq",
+                (workflow, workflow),
+            ).fetchone()
+        if row is None:
+            return None
+        return int(row[0])
+
     def replica_alive(self, replica_id: str) -> bool:
         """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""
         if replica_id == self.replica_id:

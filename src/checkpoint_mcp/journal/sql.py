@@ -88,6 +88,8 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             # `checkpoint serve` replicas on PostgreSQL: which replica reserved a call (NULL: a stdio proxy, or a
             # replica that gave the call up), and who the replicas are. Liveness itself is an advisory lock.
             "ALTER TABLE calls ADD COLUMN replica_id TEXT",
+            # The next sequence a replica may hand to a call without an explicit one (replicas share it).
+            f"ALTER TABLE workflows ADD COLUMN next_seq {big_integer} NOT NULL DEFAULT 0",
             f"""
             CREATE TABLE replicas (
                 replica_id TEXT PRIMARY KEY,

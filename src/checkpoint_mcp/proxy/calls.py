@@ -140,7 +140,8 @@ class CallJournal:
                 )
             seq = record.seq
         else:
-            seq = hint if hint is not None else self._cursor
+            shared = self._journal.allocate_seq(self._lineage.head) if hint is None else None
+            seq = hint if hint is not None else shared if shared is not None else self._cursor
             self._cursor = max(self._cursor, seq + 1)
             if hint is not None or seq < self._fresh_from:
                 record = unit.read(self._lineage, seq)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import random
+import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 from pgserver import PgServer
 
-from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until
+from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, journal_states, read_effects, wait_until
 
 WORKFLOW = "fleet"
 PATH = f"/w/{WORKFLOW}/mcp"
@@ -95,12 +96,23 @@ def test_a_different_call_at_a_sequence_running_on_another_replica_is_refused_as
         original = pool.submit(call, a, 1, "slow", {"seconds": 1.5, "label": "d"}, checkpoint_seq=5)
         wait_until(lambda: started(effects, "d"), what="the original to start on replica a")
         refused = call(b, 2, "send_email", {"to": "eve"}, checkpoint_seq=5)
+        # Nor may an operator resolve a call that a live replica is running.
+        resolve = subprocess.run(
+            checkpoint_argv("journal", "resolve", "--journal", pg_url, WORKFLOW, "5", "--release"),
+            capture_output=True,
+            text=True,
+            timeout=DEFAULT_TIMEOUT,
+            check=False,
+        )
         assert "result" in original.result(timeout=DEFAULT_TIMEOUT)
         replica_a = health(a)["replica"]
     assert refused["error"]["code"] == IN_DOUBT
     assert refused["error"]["data"]["reason"] == "in_flight"
     assert refused["error"]["data"]["replica"] == replica_a
     assert done_count(effects, "send_email") == 0
+    assert resolve.returncode == 1
+    assert "in flight on the live gateway replica" in resolve.stderr
+    assert journal_states(pg_url, WORKFLOW) == {5: CallState.COMPLETED}
 
 
 def test_a_replica_killed_mid_call_leaves_its_call_in_doubt_and_the_others_unaffected(

@@ -145,7 +145,13 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 @click.option(
     "--workflow-id", metavar="ID", help="Workflow of /mcp. Default: the journal's path (URL without password)."
 )
-@click.option("--on-divergence", type=click.Choice(["strict", "fork"]), default="strict", show_default=True)
+@click.option(
+    "--on-divergence",
+    type=click.Choice(["strict", "fork"]),
+    default="strict",
+    show_default=True,
+    help="strict refuses a divergent call; fork starts a branch of the workflow there and carries on.",
+)
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")

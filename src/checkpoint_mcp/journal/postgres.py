@@ -375,10 +375,16 @@ class PostgresJournal(SqlJournal):
         return presence
 
     def allocate_seq(self, workflow: str) -> int | None:
-        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence."""
+        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence.
+
+        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): a step lost in a
+        database crash is taken again past the highest sequence committed, and a sequence that was handed out but
+        whose reservation never committed holds nothing.
+        """
         if self.replica_id is None:
             return None
-        with self.reading():
+        with self.transaction():
+            self._conn.execute("SET LOCAL synchronous_commit TO OFF")
             row = self._conn.execute(
                 "UPDATE workflows SET next_seq = greatest(next_seq,"
                 " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + 1"

@@ -205,3 +205,40 @@ def test_sigterm_lets_the_call_in_flight_finish_and_be_journaled_then_closes_eve
     assert answer.json()["result"]["content"][0]["text"] == "slow z done"
     assert journal_states(journal, "wf") == {1: CallState.COMPLETED}
     assert not pid_alive(child)
+
+
+def test_closing_a_2026_stream_cancels_the_request_upstream(tmp_path: Path) -> None:
+    with recorder_gateway(tmp_path, b"") as gateway:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 41,
+            "method": "test/hold",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+        }
+        connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=DEFAULT_TIMEOUT)
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **MODERN}
+        connection.request("POST", "/mcp", body=json.dumps(body), headers=headers)
+        wait_until((tmp_path / "raw.log").exists, what="the request upstream")
+        connection.close()  # the client gives up: on Streamable HTTP 2026-07-28 that is the cancellation
+
+        def cancelled() -> bool:
+            lines = [json.loads(line) for line in (tmp_path / "raw.log").read_text().splitlines()]
+            return any(m.get("method") == "notifications/cancelled" and m["params"]["requestId"] == 41 for m in lines)
+
+        wait_until(cancelled, what="notifications/cancelled upstream")
+
+
+def test_health_says_when_the_upstream_cannot_serve(tmp_path: Path) -> None:
+    with GatewayProcess("--upstream-cmd", "exit 7") as gateway:
+        assert request(gateway.port, "GET", "/healthz").status == 200  # nothing has failed yet
+        reply = request(
+            gateway.port,
+            "POST",
+            "/mcp",
+            {**PING, "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}},
+            MODERN,
+        )
+        assert reply.json()["error"]["code"] == -32083
+        wait_until(lambda: request(gateway.port, "GET", "/healthz").status == 503, what="health to turn")
+        report = request(gateway.port, "GET", "/healthz").json()
+        assert "exit code 7" in report["upstream"]

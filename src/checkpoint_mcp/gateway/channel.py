@@ -82,11 +82,13 @@ class Channel:
         unrelated: Callable[[bytes], None] | None = None,
         observe: Callable[[Stream, bytes], None] | None = None,
         flushed: Callable[[float], None] | None = None,
+        health: Callable[[str | None], None] | None = None,
         commits: CommitSignal | None = None,
         join_timeout: float = 30.0,
     ) -> None:
         """``unrelated`` receives server messages that belong to no request (a session's GET stream);
         ``observe`` sees each final response with its stream (metrics); ``flushed`` each commit's duration;
+        ``health`` hears whether the upstream works (None once it answers; why not, if it dies before that);
         ``commits`` is shared by the channels of one process, so a re-sent call on one joins its original on
         another, for up to ``join_timeout`` seconds."""
         self.name = name
@@ -95,6 +97,8 @@ class Channel:
         self._unrelated = unrelated
         self._observe = observe
         self._flushed = flushed
+        self._health = health
+        self._heard = False
         self._waiting: dict[tuple[str, Any], _Waiting] = {}
         self._aliases: dict[tuple[str, Any], Any] = {}  # original id key -> the id it was renamed to
         self._progress: dict[tuple[str, Any], Stream] = {}
@@ -186,6 +190,9 @@ class Channel:
                 params = dumps({"requestId": key[1], "reason": reason})
                 line = set_member(notice, ("params",), params).encode() + b"\n"
                 self._route([line])
+                # Nobody reads its answer any more; if one still comes, the interceptor journals it all the same.
+                self._waiting.pop(key, None)
+                self._forget(key[1], waiting)
 
     def _route(self, lines: list[bytes]) -> None:
         for join in self._route_once(lines):
@@ -241,6 +248,10 @@ class Channel:
 
     def upstream_lines(self, lines: list[bytes]) -> None:
         """Messages from the server: route them (journaling outcomes) and hand them to their streams."""
+        if not self._heard:
+            self._heard = True
+            if self._health is not None:
+                self._health(None)
         try:
             routed = self._interceptor.from_upstream(lines)
         except Exception:
@@ -260,6 +271,8 @@ class Channel:
         status = await self._upstream.died()
         self._flush()
         self._end(status)
+        if not self._heard and self._health is not None:
+            self._health(f"the upstream exited before answering anything ({status})")
         logger.error("upstream of %s exited (%s)", self.name, status)
 
     def pause_client(self, paused: bool) -> None:

@@ -150,7 +150,6 @@ class Gateway:
         except Exception as exc:
             self.upstream_error = str(exc)
             raise
-        self.upstream_error = None
         channel = Channel(
             name,
             interceptor,
@@ -158,11 +157,17 @@ class Gateway:
             unrelated=unrelated,
             observe=self._observe,
             flushed=self.metrics.journal_latency.observe,
+            health=self._upstream_health,
             commits=self._commits,
             join_timeout=self.config.join_timeout,
         )
         await channel.start()
         return channel
+
+    def _upstream_health(self, error: str | None) -> None:
+        if error is not None:
+            logger.error("%s", error)
+        self.upstream_error = error
 
     def _observe(self, stream: Stream, line: bytes) -> None:
         if stream.method == "tools/call":
@@ -330,7 +335,7 @@ class Gateway:
                 report["liveness"] = f"lost: {self.presence.lost_reason}"
         if self.upstream_error is not None:
             ok = False
-            report["upstream"] = f"cannot start: {self.upstream_error}"
+            report["upstream"] = self.upstream_error
         else:
             report["upstream"] = f"ok ({int(self._running_upstreams())} running)"
         return ok, report

@@ -126,3 +126,25 @@ def test_no_auth_on_a_non_loopback_address_is_an_explicit_choice(tmp_path: Path)
 
     with GatewayProcess("--upstream-cmd", server_cmd("effects_server.py"), "--no-auth", listen="0.0.0.0:0") as gateway:
         assert request(gateway.port, "GET", "/healthz").status == 200
+
+
+def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
+    import ssl
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    names = ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), *names],
+        check=True,
+        capture_output=True,
+        timeout=DEFAULT_TIMEOUT,
+    )
+    with effects_gateway(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)) as gateway:
+        assert gateway.url.startswith("https://")
+        context = ssl.create_default_context(cafile=str(cert))
+        connection = http.client.HTTPSConnection("127.0.0.1", gateway.port, timeout=DEFAULT_TIMEOUT, context=context)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            request(gateway.port, "GET", "/healthz")  # plain HTTP is not served

@@ -278,7 +278,10 @@ class McpEndpoint:
                 final.cancel()
                 if disconnected.done():
                     return
-            if accepts.json and (not accepts.sse or (stream.finished and len(stream.lines) == 1)) and stream.lines:
+            if stream.finished and not stream.lines:  # closed under it (shutdown, DELETE) with nothing to say
+                await respond(send, 503, error_body(-32000, "Service Unavailable: the session was closed"), extra)
+                return
+            if accepts.json and (not accepts.sse or (stream.finished and len(stream.lines) == 1)):
                 answer = stream.lines[-1]
                 status = 200 if resumable else _modern_status(answer)
                 await respond(send, status, json_body(answer), extra)

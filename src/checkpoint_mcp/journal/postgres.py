@@ -137,6 +137,7 @@ class PostgresJournal(SqlJournal):
         self.location = masked(url)
         self._secret = urlsplit(url).password or ""
         self._owned: dict[str, OwnerInfo] = {}
+        self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
         self._connect()
         try:
@@ -165,7 +166,10 @@ class PostgresJournal(SqlJournal):
         assert psycopg is not None
         with self._translated("connect to"):
             self._conn = psycopg.connect(
-                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name="checkpoint"
+                self._url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                application_name=self._application,
             )
 
     def _healthy(self) -> bool:
@@ -371,6 +375,8 @@ class PostgresJournal(SqlJournal):
         """
         with self._translated("register a replica in"):
             presence = ReplicaPresence(self._url, self.location, self._scrub, on_commit)
+            self._application = presence.application_name
+            self._conn.execute("SELECT set_config('application_name', %s, false)", (self._application,))
         self.replica_id = presence.replica_id
         return presence
 

@@ -273,7 +273,7 @@ class McpEndpoint:
             if disconnected.done():
                 return
             while not accepts.sse and not stream.finished:
-                final = asyncio.ensure_future(stream.wait_beyond(len(stream.lines)))
+                final = asyncio.ensure_future(stream.wait_beyond(stream.end))
                 await asyncio.wait({final, disconnected}, return_when=asyncio.FIRST_COMPLETED)
                 final.cancel()
                 if disconnected.done():
@@ -373,11 +373,13 @@ async def _stream_sse(
     position = start
     with contextlib.suppress(OSError):
         while True:
-            while position < len(stream.lines):
+            position = max(position, stream.base)  # what was forgotten cannot be resumed
+            while position < stream.end:
+                line = stream.line_at(position)
+                assert line is not None
                 event_id = stream.event_id(position) if resumable else None
-                chunk = sse_event(stream.lines[position], event_id)
                 position += 1
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": sse_event(line, event_id), "more_body": True})
             if stream.finished or disconnected.done():
                 break
             more = asyncio.ensure_future(stream.wait_beyond(position))

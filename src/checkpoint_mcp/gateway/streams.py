@@ -18,6 +18,9 @@ SSE_HEADERS = {
 }
 
 
+KEPT_LINES = 2048  # lines a stream keeps for resumption; beyond, the oldest half is forgotten
+
+
 class StreamKind(enum.Enum):
     """What a stream carries."""
 
@@ -35,6 +38,8 @@ class Stream:
         self.method = method
         """The request's method (``tools/call`` …), for metrics."""
         self.lines: list[bytes] = []
+        """The lines kept: those from ``base`` on (a GET stream forgets its oldest ones, see ``KEPT_LINES``)."""
+        self.base = 0
         self.finished = False
         """The final line (the response) is in; nothing more will come."""
         self.attached = 0
@@ -46,6 +51,10 @@ class Stream:
         if self.finished:
             return
         self.lines.append(line)
+        if len(self.lines) > KEPT_LINES:
+            dropped = len(self.lines) - KEPT_LINES // 2
+            del self.lines[:dropped]
+            self.base += dropped
         if final:
             self.finished = True
         self._changed.set()
@@ -55,9 +64,19 @@ class Stream:
         self.finished = True
         self._changed.set()
 
+    @property
+    def end(self) -> int:
+        """The position after the last line (positions count from the stream's first line, kept or not)."""
+        return self.base + len(self.lines)
+
+    def line_at(self, position: int) -> bytes | None:
+        """The line at ``position``, or None if it was forgotten."""
+        index = position - self.base
+        return self.lines[index] if index >= 0 else None
+
     async def wait_beyond(self, count: int) -> None:
-        """Return once the stream holds more than ``count`` lines, or is finished."""
-        while len(self.lines) <= count and not self.finished:
+        """Return once the stream has a line at position ``count``, or is finished."""
+        while self.end <= count and not self.finished:
             self._changed.clear()
             await self._changed.wait()
 

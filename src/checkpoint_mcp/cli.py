@@ -132,6 +132,134 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 
 @main.command()
+@click.option(
+    "--listen",
+    default="127.0.0.1:8808",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to listen on (port 0: any free port). A non-loopback address needs --auth-token-env or --no-auth.",
+)
+@click.option("--upstream-cmd", metavar="CMD", help="Shell command of a stdio upstream (one child per session).")
+@click.option("--upstream-url", metavar="URL", help="A Streamable HTTP upstream (not available yet, see --help).")
+@click.option("--journal", metavar="PATH_OR_URL", help="SQLite journal file, or a postgresql:// URL.")
+@click.option(
+    "--workflow-id", metavar="ID", help="Workflow of /mcp. Default: the journal's path (URL without password)."
+)
+@click.option(
+    "--on-divergence",
+    type=click.Choice(["strict", "fork"]),
+    default="strict",
+    show_default=True,
+    help="strict refuses a divergent call; fork starts a branch of the workflow there and carries on.",
+)
+@click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
+@click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
+@click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
+@click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
+@click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")
+@click.option(
+    "--auth-token-env",
+    metavar="VAR",
+    help="Require 'Authorization: Bearer <token>' on every request; the token is read from environment variable VAR.",
+)
+@click.option("--no-auth", is_flag=True, help="Accept unauthenticated requests on a non-loopback address.")
+@click.option(
+    "--allowed-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="An Origin (e.g. https://app.example.com) allowed besides loopback ones; repeatable.",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="Largest request body in bytes; larger ones get 413.",
+)
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM), with --tls-key.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM), with --tls-cert.")
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0.1),
+    default=300.0,
+    show_default=True,
+    help="Seconds without a request after which a session (or a workflow's upstream) is closed.",
+)
+@click.option(
+    "--join-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds a re-sent call (same checkpoint_seq or checkpoint_key, same arguments) waits for the original "
+    "still in flight; then it is refused as still in flight (-32086), never run.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    help="Verbosity of the log on stderr.",
+)
+def serve(**options: Any) -> None:
+    """Serve the journaling proxy as an MCP gateway over Streamable HTTP.
+
+    Point MCP clients at http://HOST:PORT/mcp (the default workflow) or http://HOST:PORT/w/WORKFLOW/mcp (one
+    workflow per run) instead of the real server: every tools/call is journaled as by the stdio proxy. Both
+    protocol eras are served (sessions with Mcp-Session-Id, and stateless 2026-07-28). GET /healthz says whether
+    the journal and the upstream are reachable; GET /metrics is Prometheus text.
+    """
+    configure_logging(options["log_level"])
+    from checkpoint_mcp.gateway.config import GatewayConfig, auth_token, parse_listen
+    from checkpoint_mcp.proxy.config import ProxyConfig
+
+    if options["upstream_url"] is not None:
+        raise click.UsageError(
+            "--upstream-url is not available for `checkpoint serve` yet (the HTTP upstream is a separate change); "
+            "use --upstream-cmd"
+        )
+    if not options["upstream_cmd"]:
+        raise click.UsageError("--upstream-cmd is required (see checkpoint serve --help)")
+    if (options["tls_cert"] is None) != (options["tls_key"] is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    try:
+        host, port = parse_listen(options["listen"])
+        token = auth_token(options["auth_token_env"], options["no_auth"], host)
+    except CheckpointError as exc:
+        raise click.UsageError(str(exc)) from exc
+    proxy = ProxyConfig(
+        upstream_cmd=options["upstream_cmd"],
+        journal=options["journal"],
+        workflow_id=options["workflow_id"],
+        on_divergence=options["on_divergence"],
+        trust_annotations=options["trust_annotations"],
+        redact_args=options["redact_args_in_journal"],
+        replay_from_start=options["replay_from_start"],
+        server_name=options["name"],
+        server_version=options["server_version"],
+    )
+    config = GatewayConfig(
+        proxy=proxy,
+        host=host,
+        port=port,
+        auth_token=token,
+        allowed_origins=tuple(options["allowed_origins"]),
+        max_body=options["max_body"],
+        tls_cert=options["tls_cert"],
+        tls_key=options["tls_key"],
+        idle_timeout=options["idle_timeout"],
+        join_timeout=options["join_timeout"],
+    )
+    from checkpoint_mcp.gateway.runner import run_gateway
+
+    try:
+        code = run_gateway(config)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.exit(code)
+
+
+@main.command()
 @click.option("--workdir", type=click.Path(file_okay=False), help="Keep the demo's files here instead of a temp dir.")
 def demo(workdir: str | None) -> None:
     """Run a scripted agent through the proxy, crash it, and show replay, divergence and in-doubt."""

@@ -24,7 +24,8 @@ The hierarchy::
         ├── Divergence                  -32081 a different call than the one journaled at this sequence
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
         ├── UpstreamExited              -32083 the upstream died while the call was in flight
-        └── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
+        ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
+        └── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -49,6 +50,7 @@ JOURNAL_WRITE_FAILED: Final = -32082
 UPSTREAM_EXITED: Final = -32083
 COLLECTED: Final = -32084
 FAILED_BY_OPERATOR: Final = -32085
+STILL_IN_FLIGHT: Final = -32086
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
@@ -78,6 +80,10 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     FAILED_BY_OPERATOR: (
         "failed (operator)",
         "replay of a call an operator resolved with `checkpoint journal resolve --failed`",
+    ),
+    STILL_IN_FLIGHT: (
+        "still in flight",
+        "`checkpoint serve`: a re-sent call waited `--join-timeout` for the original, still running; it did not run",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -218,8 +224,14 @@ class InDoubt(CallRefused):
         journaled_at: str,
         commands: dict[str, str],
         in_flight_here: bool = False,
+        replica: str | None = None,
     ) -> None:
-        if in_flight_here:
+        if replica is not None:
+            message = (
+                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running on the live gateway replica "
+                f"{replica}; a different call cannot take its sequence while it runs"
+            )
+        elif in_flight_here:
             message = (
                 f"in doubt: call #{seq} ({tool}) of workflow {workflow!r} is still in flight in this proxy; "
                 "wait for its answer instead of sending it again"
@@ -233,13 +245,14 @@ class InDoubt(CallRefused):
         super().__init__(
             message,
             {
-                "reason": "in_flight" if in_flight_here else "in_doubt",
+                "reason": "in_flight" if in_flight_here or replica is not None else "in_doubt",
                 "workflow": workflow,
                 "seq": seq,
                 "tool": tool,
                 "state": "PENDING",
                 "journaledAt": journaled_at,
                 "resolve": commands,
+                **({"replica": replica} if replica is not None else {}),
             },
         )
 
@@ -316,3 +329,37 @@ class Collected(CallRefused):
             "Checkpoint cannot tell whether it ran, so it will not run it. Use a new sequence.",
             {"reason": "collected", "workflow": workflow, "seq": seq, "resolve": {"show": commands["show"]}},
         )
+
+
+class StillInFlight(CallRefused):
+    """A re-sent call joined the original, still running, and gave up after the join timeout; it did not run."""
+
+    code = STILL_IN_FLIGHT
+
+    def __init__(self, *, workflow: str, seq: int, tool: str, waited: float, commands: dict[str, str]) -> None:
+        super().__init__(
+            f"still in flight: call #{seq} ({tool}) of workflow {workflow!r} is still running; this re-sent call "
+            f"waited {waited:g}s for its outcome and was not run. Send it again later: it will return the outcome",
+            {
+                "reason": "still_in_flight",
+                "workflow": workflow,
+                "seq": seq,
+                "tool": tool,
+                "waited": waited,
+                "resolve": {"show": commands["show"]},
+            },
+        )
+
+
+class JoinInFlight(CheckpointError):
+    """Not an error on the wire: the call matches one in flight here, so it waits for that one's outcome.
+
+    Raised by the call journal only where joins are enabled (`checkpoint serve`); the pump re-submits the call
+    once the original's outcome is committed, or answers ``refusal`` after the join timeout.
+    """
+
+    def __init__(self, workflow: str, seq: int, refusal: StillInFlight) -> None:
+        super().__init__(f"call #{seq} of {workflow!r} is in flight; joining it")
+        self.workflow = workflow
+        self.seq = seq
+        self.refusal = refusal

@@ -67,3 +67,20 @@ def test_the_micro_benchmark_runs_quick() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "µs per call" in done.stdout
+
+
+def test_the_gateway_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:
+    doc = tmp_path / "gateway.md"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gateway.py"), "--quick", "--no-fastmcp", "--output", str(doc)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = doc.read_text(encoding="utf-8")
+    assert "<!-- bench:gateway:start -->" in text
+    for contender in ("upstream over HTTP", "serve pass-through", "serve SQLite", "2 replicas"):
+        assert contender in text

@@ -64,3 +64,11 @@ def test_the_readme_opens_with_exactly_the_two_set_up_commands() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert "./scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_serve_flag_is_in_the_readme() -> None:
+    gateway = README.split("<!-- gateway:start -->")[1].split("<!-- gateway:end -->")[0]
+    for param in main.commands["serve"].params:
+        for opt in param.opts:
+            if opt.startswith("--") and opt != "--help":
+                assert f"`{opt}`" in gateway, f"serve {opt} is missing from the README's gateway section"

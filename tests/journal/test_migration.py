@@ -59,3 +59,68 @@ def test_a_version_1_journal_is_migrated_and_its_calls_replay(tmp_path: Path) ->
     assert reply["result"]["content"][0]["text"] == "sent to a (v1)"
     assert nxt["result"]["_meta"]["checkpoint/journal"]["seq"] == 2
     assert done_count(effects) == 1
+
+
+def write_v2_journal(path: Path) -> None:
+    """A journal exactly as schema version 2 left it: a completed call with a key and an in-doubt one."""
+    from checkpoint_mcp.signature import call_signature
+
+    con = sqlite3.connect(path)
+    for version in (1, 2):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+    con.execute(
+        "INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', '2026-02-01T00:00:00.000Z')"
+    )
+    rows = [
+        (1, "COMPLETED", '{"content":[{"type":"text","text":"sent to a (v2)"}],"isError":false}', "k-a", "a"),
+        (2, "PENDING", None, None, "b"),
+    ]
+    for seq, state, outcome, key, to in rows:
+        con.execute(
+            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at,"
+            " idempotency_key) VALUES ('wf', ?, 'send_email', ?, ?, ?, ?, '2026-02-01T00:00:00.000Z', NULL, ?)",
+            (seq, f'{{"to":"{to}"}}', call_signature("send_email", {"to": to}), state, outcome, key),
+        )
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 2")
+    con.commit()
+    con.close()
+
+
+def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_doubts(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    write_v2_journal(path)
+    journal = SqliteJournal(str(path))
+    try:
+        version = journal.execute("PRAGMA user_version").fetchone()[0]
+        columns = {row[1] for row in journal.execute("PRAGMA table_info(calls)").fetchall()}
+        tables = {row[0] for row in journal.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        records = journal.calls("wf")
+    finally:
+        journal.close()
+    assert version == SCHEMA_VERSION == 3
+    assert "replica_id" in columns
+    assert "replicas" in tables
+    assert [(r.seq, r.state, r.key, r.replica) for r in records] == [
+        (1, CallState.COMPLETED, "k-a", None),
+        (2, CallState.PENDING, None, None),
+    ]
+    effects = tmp_path / "effects.jsonl"
+    with ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        str(path),
+        "--workflow-id",
+        "wf",
+        env={"EFFECTS_FILE": str(effects)},
+    ) as p:
+        by_key = p.request(
+            "tools/call", {"name": "send_email", "arguments": {"to": "a"}, "_meta": {"checkpoint_key": "k-a"}}
+        )
+        in_doubt = p.call("send_email", {"to": "b"}, seq=2)
+        p.close()
+    assert by_key["result"]["content"][0]["text"] == "sent to a (v2)"
+    assert in_doubt["error"]["code"] == -32080
+    assert done_count(effects) == 0

@@ -17,6 +17,7 @@ Tools:
   odd_numbers()             a result with odd number spellings, written as raw text
   big(size)                 a result with a text of ``size`` bytes
   echo_meta()               echoes the request's params as text
+  notify_later(seconds, text)  answers at once, then sends a notifications/message with ``text`` (no request)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "tool_error", "inputSchema": {"type": "object"}},
     {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
     {"name": "hang", "inputSchema": {"type": "object"}},
+    {"name": "notify_later", "inputSchema": {"type": "object"}},
     {"name": "die", "inputSchema": {"type": "object"}},
     {"name": "odd_numbers", "inputSchema": {"type": "object"}},
     {"name": "big", "inputSchema": {"type": "object"}},
@@ -109,6 +111,12 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
     elif name == "big":
         record("done", name, {"size": args.get("size")})
         send({"jsonrpc": "2.0", "id": ident, "result": text_result("x" * int(args.get("size", 0)))})
+    elif name == "notify_later":
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result("later")})
+        time.sleep(float(args.get("seconds", 0.2)))
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": args.get("text")}}
+        )
     elif name == "echo_meta":
         send({"jsonrpc": "2.0", "id": ident, "result": text_result(json.dumps(params, sort_keys=True))})
     else:

@@ -44,6 +44,7 @@ class CallRecord(NamedTuple):
     started_at: str  # ISO 8601 UTC
     finished_at: str | None
     key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
+    replica: str | None = None  # the `checkpoint serve` replica that reserved it, while it may still be running
 
     @property
     def redacted(self) -> bool:
@@ -248,6 +249,10 @@ class UnitOfWork(ABC):
         """Move a PENDING row to COMPLETED or FAILED (at commit)."""
 
     @abstractmethod
+    def disown(self, workflow: str, seq: int) -> None:
+        """The replica that reserved this PENDING call gives it up (its exchange broke): in doubt for everyone."""
+
+    @abstractmethod
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
 
@@ -283,6 +288,18 @@ class Journal(ABC):
 
     location: str
     """Where the journal lives, safe to print (no credentials)."""
+
+    replica_id: str | None = None
+    """The `checkpoint serve` replica this process is, once registered (PostgreSQL); its reservations carry it."""
+
+    def allocate_seq(self, workflow: str) -> int | None:
+        """A sequence of ``workflow`` that no other replica was given, for a call without an explicit one, where
+        replicas share the journal; None where the process's own cursor decides (one owner per workflow)."""
+        return None
+
+    def replica_alive(self, replica_id: str) -> bool:
+        """True while the replica ``replica_id`` is alive (holds its liveness lock); no replicas by default."""
+        return False
 
     # ---- what a proxy needs ------------------------------------------------------------------------------
 

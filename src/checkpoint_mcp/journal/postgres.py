@@ -32,7 +32,8 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
+from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, SqlJournal, schema
 
 try:
     import psycopg
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "checkpoint-journal"
 CONNECT_TIMEOUT_SECONDS = 5
 RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the journal is declared lost
@@ -64,6 +65,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         )
         """,
     ),
+    3: _COMMON[3],
 }
 """version -> statements that bring a journal from version-1 to version."""
 
@@ -135,6 +137,7 @@ class PostgresJournal(SqlJournal):
         self.location = masked(url)
         self._secret = urlsplit(url).password or ""
         self._owned: dict[str, OwnerInfo] = {}
+        self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
         self._connect()
         try:
@@ -163,7 +166,10 @@ class PostgresJournal(SqlJournal):
         assert psycopg is not None
         with self._translated("connect to"):
             self._conn = psycopg.connect(
-                self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, application_name="checkpoint"
+                self._url,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                application_name=self._application,
             )
 
     def _healthy(self) -> bool:
@@ -281,7 +287,8 @@ class PostgresJournal(SqlJournal):
 
     def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         """BEGIN … COMMIT around the statements (BEGIN can be retried on a dead connection; a bare statement
-        could not be).
+        could not be). A commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered
+        at COMMIT, so a waiter never reads the row before it is durable).
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
@@ -290,6 +297,8 @@ class PostgresJournal(SqlJournal):
         with self.transaction(), self._conn.cursor() as cursor:
             for sql, rows in groups:
                 cursor.executemany(_dialect(sql), rows)
+            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _ in groups):
+                cursor.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""
@@ -354,6 +363,54 @@ class PostgresJournal(SqlJournal):
                 self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
                 return None
             return self._recorded_owner(root) or OwnerInfo(0, "?", "?", "another session")
+
+    # ---- replicas -----------------------------------------------------------------------------------------
+
+    def register_replica(self, on_commit: Any) -> ReplicaPresence:
+        """Become a live `checkpoint serve` replica: a lock held on a connection of its own, which also listens
+        for other replicas' commits (``on_commit`` is then called, from another thread).
+
+        Raises:
+            JournalUnavailable: the database cannot be reached.
+        """
+        with self._translated("register a replica in"):
+            presence = ReplicaPresence(self._url, self.location, self._scrub, on_commit)
+            self._application = presence.application_name
+            self._conn.execute("SELECT set_config('application_name', %s, false)", (self._application,))
+        self.replica_id = presence.replica_id
+        return presence
+
+    def allocate_seq(self, workflow: str) -> int | None:
+        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence.
+
+        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): a step lost in a
+        database crash is taken again past the highest sequence committed, and a sequence that was handed out but
+        whose reservation never committed holds nothing.
+        """
+        if self.replica_id is None:
+            return None
+        with self.transaction():
+            self._conn.execute("SET LOCAL synchronous_commit TO OFF")
+            row = self._conn.execute(
+                "UPDATE workflows SET next_seq = greatest(next_seq,"
+                " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + 1"
+                " WHERE workflow_id = %s RETURNING next_seq",
+                (workflow, workflow),
+            ).fetchone()
+        if row is None:
+            return None
+        return int(row[0])
+
+    def replica_alive(self, replica_id: str) -> bool:
+        """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""
+        if replica_id == self.replica_id:
+            return True
+        with self.reading():
+            key = replica_lock_key(replica_id)
+            free = self._conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (key,)).fetchone()[0]
+            if free:
+                self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
+            return not free
 
     def close(self) -> None:
         """Close the connection (which releases every advisory lock it held)."""

@@ -86,10 +86,27 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             """,
             # No index for `gc`'s scan by finish time: it would be written by every call to serve a rare command.
         ),
+        3: (
+            # `checkpoint serve` replicas on PostgreSQL: which replica reserved a call (NULL: a stdio proxy, or a
+            # replica that gave the call up), and who the replicas are. Liveness itself is an advisory lock.
+            "ALTER TABLE calls ADD COLUMN replica_id TEXT",
+            # The next sequence a replica may hand to a call without an explicit one (replicas share it).
+            f"ALTER TABLE workflows ADD COLUMN next_seq {big_integer} NOT NULL DEFAULT 0",
+            f"""
+            CREATE TABLE replicas (
+                replica_id TEXT PRIMARY KEY,
+                pid {big_integer} NOT NULL,
+                host TEXT NOT NULL,
+                started_at TEXT NOT NULL
+            )
+            """,
+        ),
     }
 
 
-COLUMNS = "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
+COLUMNS = (
+    "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key, replica_id"
+)
 
 
 class Cursor(Protocol):
@@ -115,14 +132,16 @@ def _record(row: Sequence[Any]) -> CallRecord:
         started_at=row[7],
         finished_at=row[8],
         key=row[9],
+        replica=row[10],
     )
 
 
 _INSERT_CALL = (
-    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key)"
-    " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?)"
+    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id)"
+    " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?)"
 )
-_FINISH_CALL = (
+_DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
+FINISH_CALL = (
     "UPDATE calls SET state = ?, outcome = ?, finished_at = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
 )
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
@@ -173,14 +192,18 @@ class _SqlUnit(UnitOfWork):
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
         now = utc_now()
-        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key)))
-        record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+        replica = self._j.replica_id
+        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica)))
+        record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica)
         self._rows[(workflow, seq)] = record
         if key is not None:
             self._keys[(workflow, key)] = record
 
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
-        self._ops.append((_FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
+        self._ops.append((FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
+
+    def disown(self, workflow: str, seq: int) -> None:
+        self._ops.append((_DISOWN_CALL, (workflow, seq)))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
@@ -348,6 +371,11 @@ class SqlJournal(Journal):
             if row is None:
                 raise UsageError(f"workflow {workflow!r} has no call #{seq} to resolve")
             record = _record(row)
+            if record.state is CallState.PENDING and record.replica is not None and self.replica_alive(record.replica):
+                raise UsageError(
+                    f"call #{seq} of {workflow!r} is in flight on the live gateway replica {record.replica}; "
+                    "wait for its outcome (or stop that replica) before resolving it"
+                )
             if record.state is CallState.COMPLETED and action is not ResolveAction.RELEASED:
                 raise UsageError(
                     f"call #{seq} of {workflow!r} is COMPLETED; only --release applies to it (to let another call "

@@ -19,6 +19,8 @@ from checkpoint_mcp.errors import (
     Divergence,
     InDoubt,
     InvalidCallParams,
+    JoinInFlight,
+    StillInFlight,
 )
 from checkpoint_mcp.journal.base import (
     MAX_KEY_LENGTH,
@@ -68,8 +70,13 @@ class _AwaitingInput(NamedTuple):
 class CallJournal:
     """Sequences and journal decisions for the tools/calls of one proxy."""
 
-    def __init__(self, config: ProxyConfig, journal: Journal, lineage: Lineage) -> None:
+    def __init__(
+        self, config: ProxyConfig, journal: Journal, lineage: Lineage, join_timeout: float | None = None
+    ) -> None:
+        """``join_timeout``: a call matching one in flight here (same sequence or key, same signature) joins it
+        for up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy)."""
         self._config = config
+        self._join_timeout = join_timeout
         self._journal = journal
         self._lineage = lineage
         self._committed_lineage = lineage
@@ -79,7 +86,7 @@ class CallJournal:
         # the cursor past their sequence, so the cursor never revisits one this process used.)
         self._fresh_from = highest + 1
         self._awaiting: list[_AwaitingInput] = []
-        self._running: set[tuple[str, int]] = set()
+        self._running: dict[tuple[str, int], str] = {}  # (workflow, seq) -> signature, until committed
         self._quoted: dict[str, str] = {}
 
     @property
@@ -121,11 +128,13 @@ class CallJournal:
                 )
             seq = record.seq
         else:
-            seq = hint if hint is not None else self._cursor
+            shared = self._journal.allocate_seq(self._lineage.head) if hint is None else None
+            seq = hint if hint is not None else shared if shared is not None else self._cursor
             self._cursor = max(self._cursor, seq + 1)
             if hint is not None or seq < self._fresh_from:
                 record = unit.read(self._lineage, seq)
         branch = self._lineage.branch_at(seq)
+        self._refuse_if_running(record, branch.workflow, seq, name, signature)
         if record is None and seq <= branch.collected_through:
             raise Collected(
                 workflow=branch.workflow, seq=seq, commands=operator_commands(self._where, branch.workflow, seq)
@@ -134,15 +143,7 @@ class CallJournal:
         if isinstance(decision, Proceed):
             return self._reserve(unit, seq, name, arguments, signature, key)
         if isinstance(decision, InDoubtAt):
-            found = decision.record
-            raise InDoubt(
-                workflow=found.workflow,
-                seq=seq,
-                tool=found.tool,
-                journaled_at=found.started_at,
-                commands=operator_commands(self._where, found.workflow, seq),
-                in_flight_here=(found.workflow, seq) in self._running,
-            )
+            raise self._pending(decision.record, seq, signature)
         if isinstance(decision, Diverge):
             if self._config.on_divergence == "fork":
                 self._lineage = unit.fork(self._lineage, seq)
@@ -158,13 +159,68 @@ class CallJournal:
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
 
+    def _pending(self, found: CallRecord, seq: int, signature: str) -> InDoubt:
+        """A PENDING row: in flight here or on a live replica (a re-sent call joins it, where joins are enabled),
+        else in doubt.
+
+        Raises:
+            JoinInFlight: the same call is running here or on a live replica, and joins are enabled.
+        """
+        self._join_if_running(found.workflow, seq, found.tool, signature)
+        replica = found.replica
+        elsewhere = replica is not None and replica != self._journal.replica_id and self._journal.replica_alive(replica)
+        if elsewhere and self._join_timeout is not None and found.signature == signature:
+            commands = operator_commands(self._where, found.workflow, seq)
+            waited = self._join_timeout
+            refusal = StillInFlight(workflow=found.workflow, seq=seq, tool=found.tool, waited=waited, commands=commands)
+            raise JoinInFlight(found.workflow, seq, refusal)
+        return InDoubt(
+            workflow=found.workflow,
+            seq=seq,
+            tool=found.tool,
+            journaled_at=found.started_at,
+            commands=operator_commands(self._where, found.workflow, seq),
+            in_flight_here=(found.workflow, seq) in self._running,
+            replica=replica if elsewhere else None,
+        )
+
+    def _join_if_running(self, workflow: str, seq: int, tool: str, signature: str) -> None:
+        """A re-sent call (same signature) of a call running here joins it, where joins are enabled.
+
+        Raises:
+            JoinInFlight: it does.
+        """
+        if self._join_timeout is not None and self._running.get((workflow, seq)) == signature:
+            commands = operator_commands(self._where, workflow, seq)
+            refusal = StillInFlight(workflow=workflow, seq=seq, tool=tool, waited=self._join_timeout, commands=commands)
+            raise JoinInFlight(workflow, seq, refusal)
+
+    def _refuse_if_running(self, record: CallRecord | None, workflow: str, seq: int, name: str, signature: str) -> None:
+        """A sequence reserved by another unit of work of this process (another gateway session) and not yet
+        committed is in flight here, though no row shows it yet.
+
+        Raises:
+            JoinInFlight: the same call, and joins are enabled.
+            InDoubt: it is.
+        """
+        if record is None and (workflow, seq) in self._running:
+            self._join_if_running(workflow, seq, name, signature)
+            raise InDoubt(
+                workflow=workflow,
+                seq=seq,
+                tool=name,
+                journaled_at="",
+                commands=operator_commands(self._where, workflow, seq),
+                in_flight_here=True,
+            )
+
     def _reserve(
         self, unit: UnitOfWork, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
     ) -> Claimed:
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
         workflow = self._lineage.head
         unit.reserve(workflow, seq, name, stored, signature, key)
-        self._running.add((workflow, seq))
+        self._running[(workflow, seq)] = signature
         return Claimed(workflow, seq, name, signature)
 
     def committed(self) -> None:
@@ -175,7 +231,7 @@ class CallJournal:
         """The unit of work failed: forget its reservations and any branch it started."""
         self._lineage = self._committed_lineage
         for claimed in claims:
-            self._running.discard((claimed.workflow, claimed.seq))
+            self._running.pop((claimed.workflow, claimed.seq), None)
 
     def _continuation(self, signature: str, hint: int | None, request_state: Any) -> Claimed | None:
         candidates = [
@@ -268,8 +324,8 @@ class CallJournal:
         self._awaiting.append(_AwaitingInput(claimed, request_state if isinstance(request_state, str) else None))
 
     def finished(self, claimed: Claimed) -> None:
-        """The call is no longer running in this proxy."""
-        self._running.discard((claimed.workflow, claimed.seq))
+        """The call is no longer running in this proxy (its outcome, if any, is committed)."""
+        self._running.pop((claimed.workflow, claimed.seq), None)
 
 
 def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:

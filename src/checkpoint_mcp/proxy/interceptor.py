@@ -24,6 +24,7 @@ from checkpoint_mcp.errors import (
     CallRefused,
     DuplicateRequestId,
     InvalidCallParams,
+    JoinInFlight,
     JournalError,
     JournalLost,
     JournalWriteFailed,
@@ -78,14 +79,25 @@ class _InFlight:
         self.cancelled = False
 
 
+class Join(NamedTuple):
+    """A tools/call that matches one in flight here: re-submit ``line`` once that one's outcome is committed, or
+    answer ``refusal`` (still in flight) when the join times out. Only where joins are enabled (a gateway)."""
+
+    line: bytes
+    refusal: bytes
+    workflow: str
+    seq: int
+
+
 class ClientBatch:
     """What can be written at once after one batch of client lines, in order (the rest waits for ``flush``)."""
 
-    __slots__ = ("to_client", "to_upstream")
+    __slots__ = ("joins", "to_client", "to_upstream")
 
     def __init__(self) -> None:
         self.to_upstream: list[bytes] = []
         self.to_client: list[bytes] = []
+        self.joins: list[Join] = []
 
 
 class Flushed(NamedTuple):
@@ -119,10 +131,20 @@ def _head_key(line: bytes) -> tuple[str, Any] | None:
 class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
-    def __init__(self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        journal: Journal | None,
+        lineage: Lineage | None,
+        calls: CallJournal | None = None,
+    ) -> None:
+        """``calls``: the sequences and decisions of the workflow, when several interceptors (a gateway's
+        sessions) share one workflow in one process; by default this interceptor has its own."""
         self._config = config
         self._journal = journal
-        self._calls = CallJournal(config, journal, lineage) if journal is not None and lineage is not None else None
+        if calls is None and journal is not None and lineage is not None:
+            calls = CallJournal(config, journal, lineage)
+        self._calls = calls
         self._in_flight: dict[tuple[str, Any], _InFlight] = {}
         self._read_only: dict[str, bool] = {}
         self._identity = {"name": config.server_name, "version": config.server_version}
@@ -174,6 +196,10 @@ class Interceptor:
                 continue
             try:
                 entry = self._tool_call(message, out)
+            except JoinInFlight as join:
+                refusal = error_line(message.id, join.refusal.to_error())
+                out.joins.append(Join(line, refusal, join.workflow, join.seq))
+                continue
             except JournalError as exc:
                 self._note(exc)
                 logger.error("journal read failed; refusing a call: %s", exc)
@@ -214,6 +240,8 @@ class Interceptor:
             return self._failed_flush(held_up, held_down, reserved, finishing, f"internal error: {exc}")
         if self._calls is not None:
             self._calls.committed()
+            for claimed in finishing:
+                self._calls.finished(claimed)  # only now: until its outcome is durable, a re-sent call joins it
         if reserved:
             debug.trigger("after_pending_commit")
         if finishing:
@@ -230,6 +258,9 @@ class Interceptor:
     ) -> Flushed:
         if finishing:
             # The upstream has run these calls; hiding their answers would invite a retry, a second run.
+            if self._calls is not None:
+                for done in finishing:
+                    self._calls.finished(done)
             seqs = ", ".join(f"#{claimed.seq}" for claimed in finishing)
             logger.error("could not journal the outcome of call(s) %s (they stay in doubt): %s", seqs, cause)
         refusals: list[bytes] = []
@@ -380,7 +411,6 @@ class Interceptor:
     def _finish(self, claimed: Claimed, state: CallState, outcome: str) -> None:
         assert self._calls is not None
         assert self._unit is not None
-        self._calls.finished(claimed)
         self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
         self._finishing.append(claimed)
 
@@ -434,6 +464,9 @@ class Interceptor:
         claimed = entry.claimed
         if claimed is not None and self._calls is not None:
             self._calls.finished(claimed)
+            if self._journal is not None and self._journal.replica_id is not None and self._unit is not None:
+                # A gateway replica gives the call up, so that other replicas see it in doubt, not in flight.
+                self._unit.disown(claimed.workflow, claimed.seq)
         if entry.cancelled:
             return []
         refusal = UpstreamExited(

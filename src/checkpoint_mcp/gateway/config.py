@@ -1,0 +1,85 @@
+"""The gateway's settings, as given to `checkpoint serve`, and the checks that refuse an unsafe listener."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import NamedTuple
+
+from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.proxy.config import ProxyConfig
+
+DEFAULT_LISTEN = "127.0.0.1:8808"
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_JOIN_TIMEOUT = 30.0
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+class GatewayConfig(NamedTuple):
+    """Everything `checkpoint serve …` was told; the proxy's own flags are in ``proxy``."""
+
+    proxy: ProxyConfig
+    host: str = "127.0.0.1"
+    port: int = 8808
+    upstream_url: str | None = None
+    auth_token: str | None = None  # never logged, never shown
+    allowed_origins: tuple[str, ...] = ()
+    max_body: int = DEFAULT_MAX_BODY
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT
+
+    @property
+    def loopback(self) -> bool:
+        """True when the listener is reachable from this machine only."""
+        return is_loopback(self.host)
+
+    def __repr__(self) -> str:  # keep the token out of any accidental log line
+        return f"GatewayConfig(host={self.host!r}, port={self.port}, auth={'on' if self.auth_token else 'off'})"
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8808`` for IPv6) as (host, port).
+
+    Raises:
+        UsageError: not HOST:PORT with a port from 0 to 65535.
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--listen must be HOST:PORT (e.g. {DEFAULT_LISTEN}), got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def auth_token(variable: str | None, no_auth: bool, host: str) -> str | None:
+    """The bearer token from environment variable ``variable``, after the listener's safety checks.
+
+    Raises:
+        UsageError: a non-loopback address without ``--auth-token-env`` or ``--no-auth``, both given, or an
+            empty or missing variable.
+    """
+    if variable is not None and no_auth:
+        raise UsageError("--auth-token-env and --no-auth contradict each other; give one")
+    if variable is None:
+        if not no_auth and not is_loopback(host):
+            raise UsageError(
+                f"refusing to listen on {host}, which is not a loopback address, without authentication: "
+                "give --auth-token-env VAR (clients then send 'Authorization: Bearer <token>'), or --no-auth to "
+                "accept anyone who can reach it"
+            )
+        return None
+    token = os.environ.get(variable, "")
+    if not token.strip():
+        raise UsageError(f"--auth-token-env {variable}: the environment variable {variable} is empty or not set")
+    return token.strip()

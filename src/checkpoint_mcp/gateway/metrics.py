@@ -1,0 +1,96 @@
+"""The gateway's Prometheus metrics (``GET /metrics``), in a registry of its own.
+
+The gateway observes; it decides nothing. A tools/call's outcome is read from its final response: an error with
+one of Checkpoint's codes is a refusal (counted by code), another error a failure, a result whose journal
+``_meta`` says ``replayed: true`` a replay, any other result a completion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from checkpoint_mcp.errors import ERROR_CODES
+from checkpoint_mcp.proxy.calls import META_KEY
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class GatewayMetrics:
+    """Counters and gauges of one gateway process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.calls = Counter(
+            "checkpoint_calls",
+            "tools/call requests answered, by outcome (completed, failed, replayed, refused, passthrough)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.replays = Counter("checkpoint_replays", "tools/call answered from the journal", registry=self.registry)
+        self.refusals = Counter(
+            "checkpoint_refusals",
+            "tools/call refused by Checkpoint, by JSON-RPC error code",
+            ["code"],
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "checkpoint_http_requests", "MCP requests received, by protocol era", ["era"], registry=self.registry
+        )
+        self.journal_latency = Histogram(
+            "checkpoint_journal_commit_seconds",
+            "duration of one journal commit (a unit of work: the writes of one turn of the event loop)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry,
+        )
+        self.in_doubt = Gauge(
+            "checkpoint_in_doubt_calls",
+            "PENDING calls in the journal that are not in flight here",
+            registry=self.registry,
+        )
+        self.sessions = Gauge("checkpoint_sessions", "open downstream sessions (session era)", registry=self.registry)
+        self.upstreams = Gauge("checkpoint_upstreams", "running upstream connections", registry=self.registry)
+
+    def bind(
+        self, in_doubt: Callable[[], float], sessions: Callable[[], float], upstreams: Callable[[], float]
+    ) -> None:
+        """Compute the gauges at scrape time."""
+        self.in_doubt.set_function(in_doubt)
+        self.sessions.set_function(sessions)
+        self.upstreams.set_function(upstreams)
+
+    def observe_call(self, line: bytes) -> None:
+        """Count the outcome of one tools/call from its final response line."""
+        try:
+            body = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(body, dict):
+            return
+        error = body.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            # Checkpoint's own codes (-32080 …) are refusals; any other error came from the upstream.
+            if isinstance(code, int) and code in ERROR_CODES and code >= -32099 and code <= -32080:
+                self.refusals.labels(code=str(code)).inc()
+                self.calls.labels(outcome="refused").inc()
+            else:
+                self.calls.labels(outcome="failed").inc()
+            return
+        result = body.get("result")
+        meta = result.get("_meta") if isinstance(result, dict) else None
+        info = meta.get(META_KEY) if isinstance(meta, dict) else None
+        if not isinstance(info, dict):
+            self.calls.labels(outcome="passthrough").inc()
+        elif info.get("replayed") is True:
+            self.replays.inc()
+            self.calls.labels(outcome="replayed").inc()
+        else:
+            self.calls.labels(outcome="completed").inc()
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        return generate_latest(self.registry)

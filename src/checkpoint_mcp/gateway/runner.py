@@ -1,0 +1,120 @@
+"""Run `checkpoint serve`: open the journal, build the app, serve it with uvicorn until SIGTERM.
+
+On SIGTERM or SIGINT the listener stops accepting, the GET streams end, requests in flight get their answers
+(journaled) for up to ``DRAIN_SECONDS``, then every upstream is closed, and the exit code is 128 + the signal
+(as the stdio proxy's); a second SIGINT cuts the wait short.
+The address actually bound is written to stderr as ``checkpoint serve: listening on URL`` (``--listen …:0``
+picks a free port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from contextlib import ExitStack
+from typing import Any
+
+import uvicorn
+
+from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.gateway.app import build_app
+from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
+from checkpoint_mcp.gateway.config import GatewayConfig
+from checkpoint_mcp.gateway.metrics import GatewayMetrics
+from checkpoint_mcp.gateway.sessions import Gateway
+from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.proxy.upstream import Upstream, spawn
+
+logger = logging.getLogger(__name__)
+
+
+def stdio_upstreams(command: str) -> Any:
+    """A factory of stdio upstreams: each call starts ``/bin/sh -c command`` as a new child."""
+    from checkpoint_mcp.proxy.child import ChildUpstream
+
+    async def start() -> Upstream:
+        try:
+            process = spawn(command)
+        except OSError as exc:
+            raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+        logger.info("upstream started (pid %d): %s", process.pid, command)
+        return ChildUpstream(process)
+
+    return start
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, telling the gateway when shutdown begins (so long-lived GET streams end at once)."""
+
+    def __init__(self, config: uvicorn.Config, gateway: Gateway) -> None:
+        super().__init__(config)
+        self._gateway = gateway
+        self.signal: int | None = None
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self.should_exit:
+            logger.info("%s received; draining", signal.Signals(sig).name)
+        self.signal = self.signal or sig
+        self._gateway.end_long_streams()
+        super().handle_exit(sig, frame)
+        # uvicorn would raise the signal again after its shutdown; we exit with 128 + signal, as the proxy does.
+        self._captured_signals.clear()
+
+
+async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig) -> None:
+    task = asyncio.ensure_future(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        for listener in server.servers:
+            for sock in listener.sockets:
+                host, port = sock.getsockname()[:2]
+                scheme = "https" if config.tls_cert else "http"
+                shown = f"[{host}]" if ":" in host else host
+                sys.stderr.write(f"checkpoint serve: listening on {scheme}://{shown}:{port}/mcp\n")
+                sys.stderr.flush()
+    stopped = asyncio.ensure_future(gateway.stopped.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if stopped.done() and not task.done():
+        server.should_exit = True
+        gateway.end_long_streams()
+    stopped.cancel()
+    await task
+
+
+def run_gateway(config: GatewayConfig) -> int:
+    """Serve until SIGTERM/SIGINT (0) or until the journal is lost for good (1).
+
+    Raises:
+        JournalError: the journal cannot be opened.
+    """
+    with ExitStack() as stack:
+        journal: Journal | None = None
+        if config.proxy.journal is not None:
+            journal = open_journal(config.proxy.journal)
+            stack.callback(journal.close)
+            logger.info("journal %s", journal.location)
+        gateway = Gateway(config, journal, stdio_upstreams(config.proxy.upstream_cmd), GatewayMetrics())
+        app = build_app(gateway)
+        uv_config = uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            ssl_certfile=config.tls_cert,
+            ssl_keyfile=config.tls_key,
+            log_config=None,
+            log_level=logging.getLogger("checkpoint_mcp").getEffectiveLevel(),
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=int(DRAIN_SECONDS),
+            proxy_headers=False,
+            server_header=False,
+        )
+        server = _Server(uv_config, gateway)
+        asyncio.run(_serve(server, gateway, config))
+        if gateway.fatal is not None or not server.started:
+            return 1
+        return 128 + server.signal if server.signal is not None else 0

@@ -1,0 +1,152 @@
+"""The gateway's guards, as ASGI middleware: one job each, in front of every route.
+
+* ``OriginGuard``: DNS rebinding protection, as the Streamable HTTP transport requires. A request whose
+  ``Origin`` is not allowed gets 403; on a loopback listener, so does one whose ``Host`` is not a loopback name
+  (a rebound DNS name still sends its own ``Host``). Allowed origins: loopback origins on a loopback listener,
+  plus every ``--allowed-origin``.
+* ``BearerAuth``: with ``--auth-token-env``, every request needs ``Authorization: Bearer <token>``; the token is
+  compared in constant time and never logged.
+* ``BodyLimit``: a body longer than ``--max-body`` gets 413 before any of it is routed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from checkpoint_mcp.gateway.config import LOOPBACK_NAMES
+from checkpoint_mcp.gateway.streams import error_body
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+FORBIDDEN = -32001  # a JSON-RPC error without id, as the transport spec allows in a 403 body
+
+
+async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A complete JSON response."""
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of request header ``name`` (lower case), decoded as latin-1."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+def _host_name(value: str) -> str:
+    """``localhost`` of ``localhost:8808``, ``::1`` of ``[::1]:8808``."""
+    if value.startswith("["):
+        return value[1:].partition("]")[0].lower()
+    return value.rpartition(":")[0].lower() if value.count(":") == 1 else value.lower()
+
+
+class OriginGuard:
+    """403 for a foreign ``Origin`` (and, on loopback, a foreign ``Host``)."""
+
+    def __init__(self, app: ASGIApp, *, loopback: bool, allowed_origins: tuple[str, ...]) -> None:
+        self._app = app
+        self._loopback = loopback
+        self._allowed = {origin.rstrip("/").lower() for origin in allowed_origins}
+
+    def _origin_allowed(self, origin: str) -> bool:
+        if origin.rstrip("/").lower() in self._allowed:
+            return True
+        if not self._loopback:
+            return False
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and (parts.hostname or "").lower() in LOOPBACK_NAMES
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        origin = header(scope, b"origin")
+        if origin is not None and not self._origin_allowed(origin):
+            logger.warning("refused a request from origin %r (DNS rebinding protection)", origin[:200])
+            await respond(send, 403, error_body(FORBIDDEN, f"Forbidden: origin {origin[:200]!r} is not allowed"))
+            return
+        host = header(scope, b"host")
+        if self._loopback and host is not None and _host_name(host) not in LOOPBACK_NAMES:
+            logger.warning("refused a request for host %r on a loopback listener (DNS rebinding protection)", host)
+            await respond(send, 403, error_body(FORBIDDEN, f"Forbidden: host {host[:200]!r} is not allowed"))
+            return
+        await self._app(scope, receive, send)
+
+
+class BearerAuth:
+    """401 unless ``Authorization: Bearer <token>`` matches (constant-time comparison)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        given = header(scope, b"authorization")
+        if given is None or not hmac.compare_digest(given.encode("latin-1"), self._expected):
+            reason = "no Authorization header" if given is None else "a wrong token"
+            logger.warning("refused a request with %s", reason)
+            body = error_body(FORBIDDEN, f"Unauthorized: {reason}; send 'Authorization: Bearer <token>'")
+            await respond(send, 401, body, [(b"www-authenticate", b'Bearer realm="checkpoint"')])
+            return
+        await self._app(scope, receive, send)
+
+
+class BodyLimit:
+    """413 for a body over ``limit`` bytes; otherwise the app reads the body as usual."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self._app = app
+        self._limit = limit
+
+    def _too_large(self) -> bytes:
+        return error_body(-32600, f"Payload Too Large: the body exceeds --max-body ({self._limit} bytes)")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self._app(scope, receive, send)
+            return
+        length = header(scope, b"content-length")
+        if length is not None and length.isdigit() and int(length) > self._limit:
+            await respond(send, 413, self._too_large(), [(b"connection", b"close")])
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._limit:
+                await respond(send, 413, self._too_large(), [(b"connection", b"close")])
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)

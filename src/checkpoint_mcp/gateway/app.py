@@ -1,7 +1,9 @@
 """The gateway's ASGI application: its routes, and the guards in front of them.
 
 Routes: ``/mcp`` (the default workflow), ``/w/{workflow}/mcp`` (that workflow), ``/healthz``, ``/metrics``.
-Extra apps (the operator's pages, ``ui``) are mounted through ``mounts``: ``build_app(..., mounts={"/ui": app})``.
+Extra apps (the operator's pages, ``ui``) are mounted through ``mounts``: ``build_app(..., mounts={"/ui": app})``;
+a mounted app authenticates its own requests (a browser cannot send a bearer header: the operator's pages take
+the gateway's token in their URL, then in a cookie), so the bearer guard lets their paths through.
 Guards, outermost first: Origin/Host (DNS rebinding), bearer token, body limit.
 """
 
@@ -47,7 +49,7 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> Star
 
     middleware = [Middleware(OriginGuard, loopback=config.loopback, allowed_origins=config.allowed_origins)]
     if config.auth_token is not None:
-        middleware.append(Middleware(BearerAuth, token=config.auth_token))
+        middleware.append(Middleware(BearerAuth, token=config.auth_token, exempt=tuple(mounts or ())))
     middleware.append(Middleware(BodyLimit, limit=config.max_body))
 
     @asynccontextmanager

@@ -27,6 +27,8 @@ from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.proxy.upstream import Upstream, spawn
+from checkpoint_mcp.ui.app import create_app as create_ui_app
+from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
-async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig) -> None:
+async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig, ui_token: str | None) -> None:
     task = asyncio.ensure_future(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
@@ -75,6 +77,10 @@ async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig) -> No
                 scheme = "https" if config.tls_cert else "http"
                 shown = f"[{host}]" if ":" in host else host
                 sys.stderr.write(f"checkpoint serve: listening on {scheme}://{shown}:{port}/mcp\n")
+                if ui_token is not None:
+                    # The URL carries the token only when it is a fresh one; the operator knows --auth-token-env's.
+                    query = "" if config.auth_token else f"?{TOKEN_PARAMETER}={ui_token}"
+                    sys.stderr.write(f"checkpoint serve: the journal's pages at {scheme}://{shown}:{port}/ui/{query}\n")
                 sys.stderr.flush()
     stopped = asyncio.ensure_future(gateway.stopped.wait())
     await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -98,7 +104,20 @@ def run_gateway(config: GatewayConfig) -> int:
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
         gateway = Gateway(config, journal, stdio_upstreams(config.proxy.upstream_cmd), GatewayMetrics())
-        app = build_app(gateway)
+        mounts: dict[str, Any] = {}
+        ui_token: str | None = None
+        if journal is not None and config.proxy.journal is not None:
+            # The operator's pages, behind the gateway's token (or, without one, a fresh one as for `journal ui`).
+            ui_token = config.auth_token or new_token()
+            pages = create_ui_app(
+                config.proxy.journal,
+                token=ui_token,
+                allowed_hosts=LOOPBACK_NAMES if config.loopback else ("*",),
+                shown_location=journal.location,
+            )
+            stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
+            mounts["/ui"] = pages
+        app = build_app(gateway, mounts)
         uv_config = uvicorn.Config(
             app,
             host=config.host,
@@ -114,7 +133,7 @@ def run_gateway(config: GatewayConfig) -> int:
             server_header=False,
         )
         server = _Server(uv_config, gateway)
-        asyncio.run(_serve(server, gateway, config))
+        asyncio.run(_serve(server, gateway, config, ui_token))
         if gateway.fatal is not None or not server.started:
             return 1
         return 128 + server.signal if server.signal is not None else 0

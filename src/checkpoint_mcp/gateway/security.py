@@ -87,14 +87,20 @@ class OriginGuard:
 
 
 class BearerAuth:
-    """401 unless ``Authorization: Bearer <token>`` matches (constant-time comparison)."""
+    """401 unless ``Authorization: Bearer <token>`` matches (constant-time comparison).
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    Paths under an ``exempt`` prefix (mounted apps that check the token themselves) are let through.
+    """
+
+    def __init__(self, app: ASGIApp, token: str, exempt: tuple[str, ...] = ()) -> None:
         self._app = app
         self._expected = f"Bearer {token}".encode()
+        self._exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or any(
+            scope["path"] == prefix or scope["path"].startswith(prefix + "/") for prefix in self._exempt
+        ):
             await self._app(scope, receive, send)
             return
         given = header(scope, b"authorization")

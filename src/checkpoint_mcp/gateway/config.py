@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from typing import NamedTuple
 
+from checkpoint_mcp import listen
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.listen import is_loopback
 from checkpoint_mcp.proxy.config import ProxyConfig
 
 DEFAULT_LISTEN = "127.0.0.1:8808"
@@ -40,26 +41,13 @@ class GatewayConfig(NamedTuple):
         return f"GatewayConfig(host={self.host!r}, port={self.port}, auth={'on' if self.auth_token else 'off'})"
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8808`` for IPv6) as (host, port).
+    """``--listen`` of `checkpoint serve` as (host, port).
 
     Raises:
         UsageError: not HOST:PORT with a port from 0 to 65535.
     """
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--listen must be HOST:PORT (e.g. {DEFAULT_LISTEN}), got {value!r}")
-    return host.strip("[]"), int(port)
+    return listen.parse_listen(value, DEFAULT_LISTEN)
 
 
 def auth_token(variable: str | None, no_auth: bool, host: str) -> str | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 from http.cookies import SimpleCookie
 from typing import Any
@@ -39,17 +38,6 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 def new_token() -> str:
     """A fresh random token for the printed URL."""
     return secrets.token_urlsafe(32)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and the loopback addresses (``127.0.0.0/8``, ``::1``)."""
-    host = host.strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _cookie_path(scope: Scope) -> str:

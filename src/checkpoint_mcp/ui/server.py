@@ -14,22 +14,10 @@ import webbrowser
 from typing import IO
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, is_loopback, new_token
+from checkpoint_mcp.listen import is_loopback, parse_listen
+from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 
 DEFAULT_LISTEN = "127.0.0.1:0"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6; port 0 picks a free one) as (host, port).
-
-    Raises:
-        UsageError: not such an address.
-    """
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--listen wants HOST:PORT (e.g. 127.0.0.1:0 or [::1]:8809), not {text!r}")
-    return host, int(port)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -71,7 +59,7 @@ def serve_ui(
 
     from checkpoint_mcp.ui.app import create_app
 
-    host, port = parse_listen(listen)
+    host, port = parse_listen(listen, "127.0.0.1:0 or [::1]:8809")
     loopback = is_loopback(host)
     if token_env is not None:
         token = os.environ.get(token_env, "")

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState, Lineage, lineage_from_rows
+from checkpoint_mcp.journal.sql import SCHEMA_VERSION
 
 DONE_FETCH: Final = 200
 """At most this many of the newest calls done since the save are read in full; the rest are only counted."""
@@ -34,9 +35,8 @@ PENDING_MARK_MAX: Final = 100
 """A mark lists at most this many in-flight sequences; a workflow with more gets no mark (the load scans)."""
 SHORT_ARGUMENTS: Final = 80
 _SQLITE_APPLICATION_ID: Final = 0x43484B50
-_SQLITE_SCHEMA: Final = 2
+_OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
 _PG_APPLICATION: Final = "checkpoint-journal"
-_PG_SCHEMA: Final = 2
 _CONNECT_TIMEOUT_SECONDS: Final = 3
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
 
@@ -367,12 +367,13 @@ class _SqliteReader(JournalReader):
         except BaseException:
             self._con.close()
             raise
-        if application_id != _SQLITE_APPLICATION_ID or version < _SQLITE_SCHEMA:
+        if application_id != _SQLITE_APPLICATION_ID or version < _OLDEST_SCHEMA:
             self._con.close()
             raise JournalUnavailable(
-                f"{self.path} is not a Checkpoint journal of schema {_SQLITE_SCHEMA} (a proxy migrates an older one)"
+                f"{self.path} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later"
+                " (a proxy migrates an older one)"
             )
-        if version > _SQLITE_SCHEMA:
+        if version > SCHEMA_VERSION:
             self._con.close()
             raise JournalUnavailable(f"journal {self.path} has schema {version}, newer than this Checkpoint reads")
 
@@ -454,10 +455,10 @@ class _PostgresReader(JournalReader):
         except JournalUnavailable:
             self._conn.close()
             raise JournalUnavailable(f"{self.location} holds no Checkpoint journal") from None
-        if meta.get("application") != _PG_APPLICATION or int(meta.get("schema_version", "0")) < _PG_SCHEMA:
+        if meta.get("application") != _PG_APPLICATION or int(meta.get("schema_version", "0")) < _OLDEST_SCHEMA:
             self._conn.close()
-            raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {_PG_SCHEMA}")
-        if int(meta["schema_version"]) > _PG_SCHEMA:
+            raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later")
+        if int(meta["schema_version"]) > SCHEMA_VERSION:
             self._conn.close()
             raise JournalUnavailable(f"journal {self.location} has a newer schema than this Checkpoint reads")
 

@@ -33,7 +33,7 @@ from checkpoint_mcp.errors import (
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
-from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, SqlJournal, schema
 
 try:
     import psycopg
@@ -42,7 +42,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
 APPLICATION = "checkpoint-journal"
 CONNECT_TIMEOUT_SECONDS = 5
 RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the journal is declared lost

@@ -29,6 +29,9 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 
+SCHEMA_VERSION = 3
+"""The newest schema: ``schema()`` has one step for each version up to it."""
+
 
 def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
     """The tables, version by version: statements that bring a journal from version-1 to version.

@@ -24,13 +24,12 @@ from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 APPLICATION_ID = 0x43484B50  # "CHKP": marks the file as a Checkpoint journal
-SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 

@@ -19,6 +19,7 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.proxy.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.base import Journal
@@ -40,16 +41,12 @@ class _ProxyGroup(click.Group):
     """A group whose bare invocation (no subcommand) runs the proxy."""
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("checkpoint", "--upstream-cmd CMD [--journal PATH_OR_URL] [OPTIONS]")
+        formatter.write_usage("checkpoint", "--upstream-cmd CMD | --upstream-url URL [--journal PATH_OR_URL] [OPTIONS]")
         formatter.write_usage("checkpoint", "COMMAND [ARGS]...", prefix="       ")
 
 
 @click.group(cls=_ProxyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--upstream-cmd",
-    metavar="CMD",
-    help="Shell command that starts the upstream MCP server (run by /bin/sh -c; inherits the environment).",
-)
+@upstream_options
 @click.option(
     "--journal",
     metavar="PATH_OR_URL",
@@ -97,24 +94,25 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     """Make MCP agents crash-resumable.
 
     Without a COMMAND, run the journaling proxy: speak MCP on stdio to the client, run the upstream server
-    given by --upstream-cmd as a child over stdio, mirror every message byte for byte, and journal every
-    tools/call so that a restarted agent never re-runs a side effect that already completed.
+    given by --upstream-cmd as a child over stdio (or reach the one at --upstream-url over HTTP), mirror every
+    message byte for byte, and journal every tools/call so that a restarted agent never re-runs a side effect
+    that already completed.
     """
     configure_logging(options["log_level"])
     if ctx.invoked_subcommand is not None:
-        given = [k for k in ("upstream_cmd", "journal", "workflow_id") if options[k] is not None]
+        given = [k for k in ("upstream_cmd", "upstream_url", "journal", "workflow_id") if options[k] is not None]
         if given:
             raise click.UsageError(
                 f"--{given[0].replace('_', '-')} belongs to the proxy, not to `checkpoint {ctx.invoked_subcommand}`"
             )
         return
-    if not options["upstream_cmd"]:
-        raise click.UsageError("--upstream-cmd is required to run the proxy (see --help)")
+    upstream_cmd, remote = upstream_choice(options)
     from checkpoint_mcp.proxy.config import ProxyConfig
     from checkpoint_mcp.proxy.runner import run_proxy
 
     config = ProxyConfig(
-        upstream_cmd=options["upstream_cmd"],
+        upstream_cmd=upstream_cmd,
+        remote=remote,
         journal=options["journal"],
         workflow_id=options["workflow_id"],
         on_divergence=options["on_divergence"],

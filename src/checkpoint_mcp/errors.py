@@ -24,6 +24,7 @@ The hierarchy::
         ├── Divergence                  -32081 a different call than the one journaled at this sequence
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
         ├── UpstreamExited              -32083 the upstream died while the call was in flight
+        ├── UpstreamRefused             -32086 a remote upstream refused the request over HTTP before running it
         └── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
@@ -49,6 +50,7 @@ JOURNAL_WRITE_FAILED: Final = -32082
 UPSTREAM_EXITED: Final = -32083
 COLLECTED: Final = -32084
 FAILED_BY_OPERATOR: Final = -32085
+UPSTREAM_REFUSED: Final = -32086
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
@@ -78,6 +80,10 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     FAILED_BY_OPERATOR: (
         "failed (operator)",
         "replay of a call an operator resolved with `checkpoint journal resolve --failed`",
+    ),
+    UPSTREAM_REFUSED: (
+        "upstream refused",
+        "a remote upstream refused the request over HTTP before running it (see docs/remote.md); a call is FAILED",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -302,6 +308,20 @@ class UpstreamExited(CallRefused):
         super().__init__(
             f"the upstream server exited ({exit_status}) while this call was in flight.{in_doubt}",
             {"reason": "upstream_exited", "workflow": workflow, "seq": seq, "tool": tool, "exit": exit_status},
+        )
+
+
+class UpstreamRefused(CallRefused):
+    """A remote upstream answered with an HTTP status that says it did not run the request."""
+
+    code = UPSTREAM_REFUSED
+
+    def __init__(self, *, status: int | None, reason: str, method: str | None) -> None:
+        what = f"{method} request" if method else "request"
+        how = f"refused the {what} with HTTP {status} ({reason})" if status else f"was not reached ({reason})"
+        super().__init__(
+            f"the remote upstream {how}: the request was not run",
+            {"reason": "upstream_refused", "status": status, "detail": reason},
         )
 
 

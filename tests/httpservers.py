@@ -38,7 +38,8 @@ class HttpServer:
         lines: queue.Queue[bytes] = queue.Queue()
 
         def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
+            assert self.proc is not None
+            assert self.proc.stdout is not None
             for line in self.proc.stdout:
                 lines.put(line)
 

@@ -5,7 +5,6 @@ journal's ``_meta`` key."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -86,7 +85,9 @@ def _proxy(server: HttpServer, journal: str, tmp_path: Path, name: str, version:
     return StdioServerParameters(command=sys.executable, args=[*args, "--name", name, "--version", version])
 
 
-def _compare(server: HttpServer, mode: str, calls: list[tuple[str, dict[str, Any]]], journal: str, tmp_path: Path) -> dict[str, Any]:
+def _compare(
+    server: HttpServer, mode: str, calls: list[tuple[str, dict[str, Any]]], journal: str, tmp_path: Path
+) -> dict[str, Any]:
     direct = anyio.run(_session, server.url, mode, calls)
     proxied = anyio.run(_session, _proxy(server, journal, tmp_path, "http-effects", "3.1.0"), mode, calls)
     assert proxied["version"] == direct["version"] == ("2026-07-28" if mode == "2026-07-28" else "2025-11-25")

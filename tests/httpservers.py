@@ -19,8 +19,11 @@ START_TIMEOUT = 30.0
 class HttpServer:
     """A server process that prints ``PORT <n>`` once it listens; ``url`` is its MCP endpoint."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, path: str = "/mcp") -> None:
+    def __init__(
+        self, argv: list[str], *, env: dict[str, str] | None = None, path: str = "/mcp", scheme: str = "http"
+    ) -> None:
         self._argv = argv
+        self._scheme = scheme
         self._env = {**os.environ, **(env or {})}
         self._path = path
         self.port: int | None = None
@@ -29,7 +32,7 @@ class HttpServer:
     @property
     def url(self) -> str:
         assert self.port is not None
-        return f"http://127.0.0.1:{self.port}{self._path}"
+        return f"{self._scheme}://127.0.0.1:{self.port}{self._path}"
 
     def start(self, port: int | None = None) -> HttpServer:
         """Start it (on ``port``, for a restart on the same address) and wait until it listens."""
@@ -79,4 +82,13 @@ def sdk_server(tmp_path: Path, *flags: str) -> HttpServer:
     return HttpServer(
         [sys.executable, str(SERVERS / "http_server.py"), *flags],
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+    )
+
+
+def faults_server(tmp_path: Path, *flags: str, scheme: str = "http") -> HttpServer:
+    """The misbehaving test server (``servers/http_faults_server.py``); what it received in ``effects.jsonl``."""
+    return HttpServer(
+        [sys.executable, str(SERVERS / "http_faults_server.py"), *flags],
+        env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+        scheme=scheme,
     )

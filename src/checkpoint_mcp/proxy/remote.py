@@ -427,6 +427,11 @@ class RemoteUpstream:
         if self._initialize is None:
             return
         message = read_outgoing(self._initialize)
+        if self._legacy is not None:
+            initialized = read_outgoing(self._initialized) if self._initialized is not None else None
+            if not await self._legacy.reopen(message, initialized):
+                self._expired = True
+            return
         try:
             response = await self._open("POST", message, self._headers_for(message))
         except (_Refused, _Lost) as exc:
@@ -529,6 +534,7 @@ class _LegacyStream:
         self._response: httpx2.Response | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[tuple[str, Any], OutgoingMessage] = {}
+        self._ours: dict[tuple[str, Any], asyncio.Future[None]] = {}  # answers to our own initialize
 
     async def connect(self) -> bool:
         """Open the stream and read its ``endpoint`` event; False if the server does not answer that way."""
@@ -557,7 +563,29 @@ class _LegacyStream:
         self._reader = upstream._spawn(self._read(parser, chunks))
         return True
 
-    async def post(self, message: OutgoingMessage) -> None:
+    async def reopen(self, initialize: OutgoingMessage, initialized: OutgoingMessage | None) -> bool:
+        """A new stream and session, begun with the client's own initialize (its answer is ours); True if so."""
+        if not await self.connect():
+            logger.warning("could not reopen the event stream of the remote upstream")
+            return False
+        assert initialize.key is not None
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ours[initialize.key] = answered
+        try:
+            await self.post(initialize, waits=False)
+            async with asyncio.timeout(self._upstream._timeout):
+                await answered
+        except TimeoutError:
+            logger.warning("the remote upstream did not answer a new initialize")
+            return False
+        finally:
+            self._ours.pop(initialize.key, None)
+        if initialized is not None:
+            await self.post(initialized)
+        logger.info("started a new session with the remote upstream (HTTP+SSE)")
+        return True
+
+    async def post(self, message: OutgoingMessage, *, waits: bool = True) -> None:
         """POST one message to the endpoint; a request's answer comes on the stream."""
         upstream = self._upstream
         if self._endpoint is None and not await self.connect():
@@ -566,7 +594,7 @@ class _LegacyStream:
                 await upstream._deliver([error_line(message.ident, refusal.to_error())])
             return
         assert self._endpoint is not None
-        if message.kind is Kind.REQUEST and message.key is not None:
+        if waits and message.kind is Kind.REQUEST and message.key is not None:
             self._waiting[message.key] = message
         try:
             async with asyncio.timeout(upstream._timeout):
@@ -608,6 +636,11 @@ class _LegacyStream:
                     if not line:
                         continue
                     key = _response_key(line)
+                    ours = self._ours.get(key) if key is not None else None
+                    if ours is not None:
+                        if not ours.done():
+                            ours.set_result(None)
+                        continue
                     message = self._waiting.pop(key, None) if key is not None else None
                     await upstream._deliver([line], message)
         except (httpx2.HTTPError, EventTooLarge) as exc:

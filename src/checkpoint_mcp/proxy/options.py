@@ -34,6 +34,11 @@ _OPTIONS = [
         help="HTTP header for every request to --upstream-url (repeatable); ${VAR} is taken from the environment.",
     ),
     click.option(
+        "--upstream-auth",
+        type=click.Choice(["oauth"]),
+        help="For --upstream-url: authorize with OAuth 2.1 (the URL to open is printed on stderr; tokens are kept).",
+    ),
+    click.option(
         "--upstream-timeout",
         type=click.FloatRange(min=0, min_open=True),
         default=DEFAULT_UPSTREAM_TIMEOUT,
@@ -49,7 +54,7 @@ _OPTIONS = [
     ),
 ]
 
-_REMOTE_ONLY = ("upstream_headers", "upstream_ca")
+_REMOTE_ONLY = ("upstream_headers", "upstream_ca", "upstream_auth")
 
 
 def upstream_options(function: F) -> F:
@@ -83,5 +88,6 @@ def upstream_choice(options: dict[str, Any]) -> tuple[str | None, RemoteConfig |
         headers=tuple(options.get("upstream_headers") or ()),
         timeout=float(options.get("upstream_timeout") or DEFAULT_UPSTREAM_TIMEOUT),
         ca_file=options.get("upstream_ca"),
+        auth=options.get("upstream_auth"),
     )
     return None, remote

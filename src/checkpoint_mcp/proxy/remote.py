@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, NamedTuple
 
 import httpx2
@@ -98,12 +98,41 @@ def open_remote(config: RemoteConfig, environ: Mapping[str, str]) -> RemoteUpstr
         context = ssl.create_default_context(cafile=config.ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"--upstream-ca {config.ca_file}: cannot load it: {exc}") from exc
+    deadlines = Deadlines(config.timeout)
     auth = None
     if config.auth == "oauth":
         from checkpoint_mcp.proxy.oauth import oauth_for
 
-        auth = oauth_for(config.url, context)
-    return RemoteUpstream(config, headers, context, auth)
+        auth = oauth_for(config.url, deadlines.pause)
+    return RemoteUpstream(config, headers, context, auth, deadlines)
+
+
+class Deadlines:
+    """The response timeout of every exchange in progress, stopped while a person is being waited for (OAuth)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._active: set[asyncio.Timeout] = set()
+        self._paused = 0
+
+    def _when(self) -> float | None:
+        return None if self._paused else asyncio.get_running_loop().time() + self.seconds
+
+    @contextlib.asynccontextmanager
+    async def bounded(self) -> AsyncIterator[None]:
+        """A block that raises ``TimeoutError`` after ``seconds`` (not counting pauses)."""
+        async with asyncio.timeout_at(self._when()) as scope:
+            self._active.add(scope)
+            try:
+                yield
+            finally:
+                self._active.discard(scope)
+
+    def pause(self, paused: bool) -> None:
+        """Stop (True) or restart (False) every running timeout."""
+        self._paused = max(0, self._paused + (1 if paused else -1))
+        for scope in self._active:
+            scope.reschedule(self._when())
 
 
 class RemoteUpstream:
@@ -115,10 +144,13 @@ class RemoteUpstream:
         headers: dict[str, str],
         context: ssl.SSLContext,
         auth: httpx2.Auth | None = None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self._config = config
         self._url = config.url
         self._timeout = config.timeout
+        self._deadlines = deadlines or Deadlines(config.timeout)
+        self._authorizes = auth is not None
         self._client = httpx2.AsyncClient(
             headers=headers,
             auth=auth,
@@ -232,7 +264,7 @@ class RemoteUpstream:
     async def _post_other(self, message: OutgoingMessage) -> None:
         """A notification or a response to the server's request: POST it, learn nothing but a lost session."""
         try:
-            async with asyncio.timeout(self._timeout):
+            async with self._deadlines.bounded():
                 response = await self._client.post(self._url, content=message.body, headers=self._headers_for(message))
         except (httpx2.HTTPError, TimeoutError) as exc:
             logger.warning("could not send a %s to the remote upstream: %s", message.label, _describe(exc))
@@ -307,7 +339,7 @@ class RemoteUpstream:
         content = message.body if message is not None else None
         request = self._client.build_request(method, self._url, content=content, headers=headers)
         try:
-            async with asyncio.timeout(self._timeout):
+            async with self._deadlines.bounded():
                 return await self._client.send(request, stream=True)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
             raise _Refused(None, f"cannot connect to {self._url}: {_describe(exc)}") from exc
@@ -315,6 +347,12 @@ class RemoteUpstream:
             raise _Lost(f"no response within {self._timeout:g}s") from exc
         except httpx2.HTTPError as exc:
             raise _Lost(_describe(exc)) from exc
+        except Exception as exc:
+            if not self._authorizes:
+                raise
+            # The OAuth flow failed (its errors are the SDK's own): the request never went out with a token,
+            # so the server did not run it.
+            raise _Refused(None, f"authorization failed: {_describe(exc)}") from exc
 
     async def _failed(self, message: OutgoingMessage, response: httpx2.Response) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
@@ -549,7 +587,7 @@ class _LegacyStream:
         parser = EventParser()
         chunks = response.aiter_bytes()
         try:
-            async with asyncio.timeout(upstream._timeout):
+            async with upstream._deadlines.bounded():
                 while self._endpoint is None:
                     for event in parser.feed(await anext(chunks)):
                         if event.event == "endpoint":
@@ -597,7 +635,7 @@ class _LegacyStream:
         if waits and message.kind is Kind.REQUEST and message.key is not None:
             self._waiting[message.key] = message
         try:
-            async with asyncio.timeout(upstream._timeout):
+            async with upstream._deadlines.bounded():
                 response = await self._client.post(
                     self._endpoint, content=message.body, headers={"content-type": "application/json"}
                 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import subprocess
@@ -37,14 +36,14 @@ class HttpServer:
     def start(self, port: int | None = None) -> HttpServer:
         """Start it (on ``port``, for a restart on the same address) and wait until it listens."""
         argv = [*self._argv, "--port", str(port)] if port is not None else self._argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=self._env)
+        proc = self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=self._env)
         lines: queue.Queue[bytes] = queue.Queue()
 
         def pump() -> None:
-            assert self.proc is not None
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                lines.put(line)
+            assert proc.stdout is not None
+            with proc.stdout:  # closed at EOF, when the process is gone
+                for line in proc.stdout:
+                    lines.put(line)
 
         threading.Thread(target=pump, daemon=True).start()
         try:
@@ -72,9 +71,6 @@ class HttpServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-        if self.proc is not None and self.proc.stdout is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdout.close()
 
 
 def sdk_server(tmp_path: Path, *flags: str) -> HttpServer:

@@ -161,7 +161,7 @@ def test_a_server_that_refuses_the_post_is_spoken_to_over_the_2024_http_sse_tran
         )
         assert result["result"]["protocolVersion"] == "2024-11-05"
         proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        assert len(proxy.request("tools/list")["result"]["tools"]) == 8
+        assert len(proxy.request("tools/list")["result"]["tools"]) == 9
         assert proxy.call("send_email", {"to": "dee"}, seq=1)["result"]["content"][0]["text"] == "sent to dee"
         broken = proxy.call("drop", seq=2)
         assert broken["error"]["code"] == UPSTREAM_EXITED
@@ -224,3 +224,35 @@ def test_header_values_reach_the_server_and_nothing_else(journal: str, workflow:
     assert "Bearer" not in refused
     assert secret.encode() not in Path(journal).read_bytes() if not journal.startswith("postgresql") else True
     assert secret not in json.dumps([str(row) for row in journal_states(journal, workflow).values()])
+
+
+TASK_CALL = {
+    "name": "start_task",
+    "arguments": {"order": "A-17"},
+    "task": {"ttl": 60000},
+    "_meta": {"checkpoint_seq": 1},
+}
+
+
+def test_a_task_handle_is_the_journaled_result_and_a_restarted_agent_polls_the_task_it_started(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with faults_server(tmp_path) as server:
+        with remote_proxy(journal, server) as first:
+            first.initialize()
+            started = first.request("tools/call", TASK_CALL)
+            first.kill()  # the agent's proxy dies after the task started
+        handle = started["result"]["task"]
+        assert handle["status"] == "working"
+        with remote_proxy(journal, server) as second:
+            second.initialize()
+            replayed = second.request("tools/call", TASK_CALL)
+            polled = second.request("tasks/get", {"taskId": handle["taskId"]})
+            outcome = second.request("tasks/result", {"taskId": handle["taskId"]})
+            assert second.close() == 0
+    assert replayed["result"]["task"] == handle  # the same task, not a second one
+    assert replayed["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
+    assert polled["result"]["task"]["status"] == "completed"
+    assert outcome["result"]["content"][0]["text"] == "shipped A-17"
+    assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
+    assert len(received(tmp_path, tool="start_task")) == 1

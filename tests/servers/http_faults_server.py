@@ -16,6 +16,8 @@ Tools (``tools/call`` by name):
   resumable()          side effect, an SSE stream with a numbered priming event, dropped before the answer;
                        a GET with ``Last-Event-ID`` gets the answer
   announce()           pushes notifications/tools/list_changed on the GET stream, then answers "announced"
+  start_task(order)    side effect, answers with a task handle (the tasks extension); ``tasks/get`` says it
+                       completed, ``tasks/result`` gives "shipped <order>"
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ from typing import Any
 EFFECTS = os.environ.get("EFFECTS_FILE")
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object"}}
-    for name in ("send_email", "drop", "never", "status", "rpc_error_500", "forget", "resumable", "announce")
+    for name in (
+        "send_email",
+        "drop",
+        "never",
+        "status",
+        "rpc_error_500",
+        "forget",
+        "resumable",
+        "announce",
+        "start_task",
+    )
 ]
 REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Not Allowed"}
 
@@ -50,6 +62,7 @@ class Server:
         self.listeners: list[asyncio.StreamWriter] = []
         self.parked: dict[str, bytes] = {}  # event id -> the answer a resuming GET gets
         self.legacy_stream: asyncio.StreamWriter | None = None
+        self.tasks: dict[str, str] = {}  # task id -> order
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -129,6 +142,11 @@ class Server:
             return await self.respond(writer, 202, b"")
         if message["method"] == "tools/list":
             return await self.respond(writer, 200, answer(message, {"tools": TOOLS}))
+        if message["method"] in ("tasks/get", "tasks/result"):
+            task_id = message["params"]["taskId"]
+            if message["method"] == "tasks/get":
+                return await self.respond(writer, 200, answer(message, task(task_id, "completed")))
+            return await self.respond(writer, 200, answer(message, text(f"shipped {self.tasks[task_id]}")))
         if message["method"] != "tools/call":
             return await self.respond(writer, 200, answer(message, {}))
         return await self.call(message, tool, writer)
@@ -175,6 +193,12 @@ class Server:
             await writer.drain()
             writer.transport.abort()
             return False
+        if tool == "start_task":
+            record("done", tool=tool)
+            self.counter += 1
+            task_id = f"task-{self.counter}"
+            self.tasks[task_id] = str(arguments.get("order"))
+            return await self.respond(writer, 200, answer(message, {"task": task(task_id, "working")["task"]}))
         if tool == "announce":
             note = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
             for listener in self.listeners:
@@ -226,6 +250,10 @@ class Server:
 
 def answer(message: dict[str, Any], result: dict[str, Any]) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+
+
+def task(task_id: str, status: str) -> dict[str, Any]:
+    return {"task": {"taskId": task_id, "status": status, "createdAt": "2026-12-01T00:00:00Z", "ttl": 60000}}
 
 
 def text(value: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ SESSION_HEADER = "mcp-session-id"
 DEFAULT_RETRY_SECONDS = 1.0  # between reconnections of an event stream when the server names no `retry`
 RESUME_ATTEMPTS = 3  # GETs with Last-Event-ID for one request stream before it counts as broken
 LISTEN_FAILURES = 3  # consecutive failures of the GET stream before it is given up (until the next session)
+MAX_CONNECTIONS = 64  # to the server at once; requests beyond wait for one (``--upstream-timeout`` applies)
 ERROR_BODY_LIMIT = 1 << 20  # bytes of a 4xx/5xx body read to look for a JSON-RPC error
 
 # HTTP statuses that prove the server did not run the request: it was refused before any MCP method was
@@ -158,6 +159,8 @@ class RemoteUpstream:
             timeout=httpx2.Timeout(connect=config.timeout, read=None, write=config.timeout, pool=config.timeout),
             follow_redirects=False,
             trust_env=True,
+            # Keep as many connections alive as may be in use at once: reconnecting per request costs more.
+            limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
         )
         self._sink: UpstreamSink | None = None
         self._mcp = McpHeaders()

@@ -7,6 +7,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,16 @@ class HttpServer:
                     lines.put(line)
 
         threading.Thread(target=pump, daemon=True).start()
-        try:
-            first = lines.get(timeout=START_TIMEOUT)
-        except queue.Empty:
-            self.stop()
-            raise AssertionError(f"{argv} did not say its port within {START_TIMEOUT}s") from None
-        assert first.startswith(b"PORT "), first
-        self.port = int(first.split()[1])
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:  # other lines may come first (a Node server's greeting)
+            try:
+                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                self.stop()
+                raise AssertionError(f"{argv} did not say its port within {START_TIMEOUT}s") from None
+            if line.startswith(b"PORT "):
+                self.port = int(line.split()[1])
+                break
         return self
 
     def stop(self) -> None:
@@ -88,3 +92,13 @@ def faults_server(tmp_path: Path, *flags: str, scheme: str = "http") -> HttpServ
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
         scheme=scheme,
     )
+
+
+def everything_server() -> HttpServer:
+    """``@modelcontextprotocol/server-everything`` from npm (``.tools/npm``) in its streamable-HTTP mode, on Node 22;
+    ``print_port.cjs`` reports the port the kernel gave its ``PORT=0``."""
+    import nodetools
+
+    script = nodetools.MODULES / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    argv = [str(nodetools.node22()), "--require", str(SERVERS / "print_port.cjs"), str(script), "streamableHttp"]
+    return HttpServer(argv, env={"PORT": "0"})

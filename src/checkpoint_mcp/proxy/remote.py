@@ -25,17 +25,30 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import httpx2
 
 from checkpoint_mcp.errors import UpstreamRefused, UsageError
 from checkpoint_mcp.proxy.config import RemoteConfig, expand_headers
+from checkpoint_mcp.proxy.exchange import (
+    ERROR_BODY_LIMIT,
+    NOT_RUN_STATUSES,
+    Deadlines,
+    Lost,
+    Refused,
+    content_type,
+    describe,
+    jsonrpc_error,
+    read_body,
+    response_key,
+)
 from checkpoint_mcp.proxy.headers import McpHeaders, OutgoingMessage, read_outgoing
+from checkpoint_mcp.proxy.http_sse import LegacyStream
 from checkpoint_mcp.proxy.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.proxy.upstream import UpstreamSink
-from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
+from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
 
 logger = logging.getLogger(__name__)
 
@@ -44,36 +57,6 @@ DEFAULT_RETRY_SECONDS = 1.0  # between reconnections of an event stream when the
 RESUME_ATTEMPTS = 3  # GETs with Last-Event-ID for one request stream before it counts as broken
 LISTEN_FAILURES = 3  # consecutive failures of the GET stream before it is given up (until the next session)
 MAX_CONNECTIONS = 64  # to the server at once; requests beyond wait for one (``--upstream-timeout`` applies)
-ERROR_BODY_LIMIT = 1 << 20  # bytes of a 4xx/5xx body read to look for a JSON-RPC error
-
-# HTTP statuses that prove the server did not run the request: it was refused before any MCP method was
-# dispatched (docs/remote.md says why for each). Every other failure status leaves a journaled call in doubt.
-NOT_RUN_STATUSES: dict[int, str] = {
-    400: "bad request: refused before dispatch",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not found",
-    405: "method not allowed",
-    406: "not acceptable",
-    413: "content too large",
-    414: "URI too long",
-    415: "unsupported media type",
-    429: "too many requests",
-    431: "request header fields too large",
-}
-
-
-class _Lost(Exception):
-    """The exchange broke after the request may have reached the server: no answer will come (in doubt)."""
-
-
-class _Refused(Exception):
-    """The request certainly did not run: answer it with ``UpstreamRefused``."""
-
-    def __init__(self, status: int | None, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 class _Stream(NamedTuple):
@@ -106,34 +89,6 @@ def open_remote(config: RemoteConfig, environ: Mapping[str, str]) -> RemoteUpstr
 
         auth = oauth_for(config.url, deadlines.pause)
     return RemoteUpstream(config, headers, context, auth, deadlines)
-
-
-class Deadlines:
-    """The response timeout of every exchange in progress, stopped while a person is being waited for (OAuth)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._active: set[asyncio.Timeout] = set()
-        self._paused = 0
-
-    def _when(self) -> float | None:
-        return None if self._paused else asyncio.get_running_loop().time() + self.seconds
-
-    @contextlib.asynccontextmanager
-    async def bounded(self) -> AsyncIterator[None]:
-        """A block that raises ``TimeoutError`` after ``seconds`` (not counting pauses)."""
-        async with asyncio.timeout_at(self._when()) as scope:
-            self._active.add(scope)
-            try:
-                yield
-            finally:
-                self._active.discard(scope)
-
-    def pause(self, paused: bool) -> None:
-        """Stop (True) or restart (False) every running timeout."""
-        self._paused = max(0, self._paused + (1 if paused else -1))
-        for scope in self._active:
-            scope.reschedule(self._when())
 
 
 class RemoteUpstream:
@@ -174,7 +129,7 @@ class RemoteUpstream:
         self._initialize: bytes | None = None  # the client's initialize and initialized lines, for a new session
         self._initialized: bytes | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._legacy: _LegacyStream | None = None
+        self._legacy: LegacyStream | None = None
         self._closing = False
         self._ended = asyncio.Event()
 
@@ -183,7 +138,7 @@ class RemoteUpstream:
     async def start(self, sink: UpstreamSink) -> None:
         """Begin relaying; nothing is sent to the server before the client's first message."""
         self._sink = sink
-        self._spawn(self._write_loop())
+        self.spawn(self._write_loop())
 
     def send(self, data: bytes) -> None:
         """Queue complete lines from the client, in order."""
@@ -236,22 +191,32 @@ class RemoteUpstream:
             except WireParseError:
                 logger.warning("a line from the client that is not JSON was not sent to the remote upstream")
                 continue
-            if self._expired:
-                await self._new_session()
-            if message.method == "initialize" and message.kind is Kind.REQUEST:
-                self._initialize = line
-            elif message.method == "notifications/initialized":
-                self._initialized = line
-            if self._legacy is not None:
-                await self._legacy.post(message)
-            elif message.kind is Kind.REQUEST:
-                task = self._spawn(self._exchange(message))
-                assert message.key is not None
-                self._exchanges[message.key] = (task, message)
-            elif message.method == "notifications/cancelled" and self._cancel_modern(message):
-                continue
-            else:
-                await self._post_other(message)
+            try:
+                await self._dispatch(line, message)
+            except Exception:
+                # A bug of ours must not stop the relay, nor leave a request unanswered (it may have been sent).
+                logger.exception("internal error while sending a %s to the remote upstream", message.label)
+                if message.kind is Kind.REQUEST and self._sink is not None:
+                    self._sink.request_abandoned(message.ident, "internal error in checkpoint")
+
+    async def _dispatch(self, line: bytes, message: OutgoingMessage) -> None:
+        """Send one message from the client: a request in an exchange of its own, anything else in order."""
+        if self._expired:
+            await self._new_session()
+        if message.method == "initialize" and message.kind is Kind.REQUEST:
+            self._initialize = line
+        elif message.method == "notifications/initialized":
+            self._initialized = line
+        if self._legacy is not None:
+            await self._legacy.post(message)
+        elif message.kind is Kind.REQUEST:
+            task = self.spawn(self._exchange(message))
+            assert message.key is not None
+            self._exchanges[message.key] = (task, message)
+        elif message.method == "notifications/cancelled" and self._cancel_modern(message):
+            return
+        else:
+            await self._post_other(message)
 
     def _cancel_modern(self, message: OutgoingMessage) -> bool:
         """Cancel a 2026-07-28 request by closing its stream (that era has no client notifications); True if so."""
@@ -270,7 +235,7 @@ class RemoteUpstream:
             async with self._deadlines.bounded():
                 response = await self._client.post(self._url, content=message.body, headers=self._headers_for(message))
         except (httpx2.HTTPError, TimeoutError) as exc:
-            logger.warning("could not send a %s to the remote upstream: %s", message.label, _describe(exc))
+            logger.warning("could not send a %s to the remote upstream: %s", message.label, describe(exc))
             return
         if response.status_code == 404 and self._session is not None:
             self._session_lost()
@@ -286,14 +251,18 @@ class RemoteUpstream:
         assert sink is not None
         try:
             await self._answer(message)
-        except _Refused as refused:
+        except Refused as refused:
             refusal = UpstreamRefused(status=refused.status, reason=refused.reason, method=message.method)
-            await self._deliver([error_line(message.ident, refusal.to_error())])
-        except _Lost as lost:
+            await self.deliver([error_line(message.ident, refusal.to_error())])
+        except Lost as lost:
             logger.warning("the exchange of a %s broke: %s", message.label, lost)
             sink.request_abandoned(message.ident, str(lost))
         except asyncio.CancelledError:
             logger.debug("the exchange of a %s was cancelled", message.label)
+        except Exception:
+            # A bug of ours: the request may have reached the server, so it is in doubt, and it gets an answer.
+            logger.exception("internal error in the exchange of a %s", message.label)
+            sink.request_abandoned(message.ident, "internal error in checkpoint")
         finally:
             assert message.key is not None
             found = self._exchanges.get(message.key)
@@ -304,10 +273,10 @@ class RemoteUpstream:
         """POST a request and deliver its answer.
 
         Raises:
-            _Refused: the server certainly did not run it.
-            _Lost: no answer will come and the server may have run it.
+            Refused: the server certainly did not run it.
+            Lost: no answer will come and the server may have run it.
         """
-        response = await self._open("POST", message, self._headers_for(message))
+        response = await self.open_exchange("POST", message, self._headers_for(message))
         try:
             status = response.status_code
             if message.method == "initialize" and 200 <= status < 300:
@@ -316,28 +285,30 @@ class RemoteUpstream:
             if status >= 300:
                 await self._failed(message, response)
                 return
-            kind = _content_type(response)
+            kind = content_type(response)
             if kind == "application/json":
-                body = await _read(response)
+                body = await read_body(response)
                 line = to_line(body)
                 if not line:
-                    raise _Lost(f"HTTP {status} with an empty body")
-                await self._deliver([line], message)
+                    raise Lost(f"HTTP {status} with an empty body")
+                await self.deliver([line], message)
             elif kind == "text/event-stream":
                 stream = await self._read_events(response, message)
                 if not stream.answered:
                     await self._resume(message, stream)
             else:
-                raise _Lost(f"HTTP {status} with no response to the request ({kind or 'no body'})")
+                raise Lost(f"HTTP {status} with no response to the request ({kind or 'no body'})")
         finally:
             await response.aclose()
 
-    async def _open(self, method: str, message: OutgoingMessage | None, headers: dict[str, str]) -> httpx2.Response:
+    async def open_exchange(
+        self, method: str, message: OutgoingMessage | None, headers: dict[str, str]
+    ) -> httpx2.Response:
         """Send one request and wait (bounded) for its response to start.
 
         Raises:
-            _Refused: the connection could not be made (nothing was sent).
-            _Lost: it broke or timed out after the request may have been sent.
+            Refused: the connection could not be made (nothing was sent).
+            Lost: it broke or timed out after the request may have been sent.
         """
         content = message.body if message is not None else None
         request = self._client.build_request(method, self._url, content=content, headers=headers)
@@ -345,42 +316,42 @@ class RemoteUpstream:
             async with self._deadlines.bounded():
                 return await self._client.send(request, stream=True)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
-            raise _Refused(None, f"cannot connect to {self._url}: {_describe(exc)}") from exc
+            raise Refused(None, f"cannot connect to {self._url}: {describe(exc)}") from exc
         except TimeoutError as exc:
-            raise _Lost(f"no response within {self._timeout:g}s") from exc
+            raise Lost(f"no response within {self._timeout:g}s") from exc
         except httpx2.HTTPError as exc:
-            raise _Lost(_describe(exc)) from exc
+            raise Lost(describe(exc)) from exc
         except Exception as exc:
             if not self._authorizes:
                 raise
             # The OAuth flow failed (its errors are the SDK's own): the request never went out with a token,
             # so the server did not run it.
-            raise _Refused(None, f"authorization failed: {_describe(exc)}") from exc
+            raise Refused(None, f"authorization failed: {describe(exc)}") from exc
 
     async def _failed(self, message: OutgoingMessage, response: httpx2.Response) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
-            _Refused: the status proves the request did not run.
-            _Lost: it may have run.
+            Refused: the status proves the request did not run.
+            Lost: it may have run.
         """
         status = response.status_code
         if status == 404 and self._session is not None and message.method != "initialize":
             self._session_lost()
-            raise _Refused(status, "the session expired; the next message starts a new one")
-        with contextlib.suppress(_Lost):
-            answer = _jsonrpc_error(await _read(response, ERROR_BODY_LIMIT), message)
+            raise Refused(status, "the session expired; the next message starts a new one")
+        with contextlib.suppress(Lost):
+            answer = jsonrpc_error(await read_body(response, ERROR_BODY_LIMIT), message)
             if answer is not None:
-                await self._deliver([answer], message)
+                await self.deliver([answer], message)
                 return
         legacy_hint = message.method == "initialize" and 400 <= status < 500 and status not in (401, 403)
         if legacy_hint and await self._try_legacy(message):
             return
         if status in NOT_RUN_STATUSES:
-            raise _Refused(status, NOT_RUN_STATUSES[status])
+            raise Refused(status, NOT_RUN_STATUSES[status])
         if 300 <= status < 400:
-            raise _Refused(status, f"redirect to {response.headers.get('location', '?')} not followed")
-        raise _Lost(f"HTTP {status}")
+            raise Refused(status, f"redirect to {response.headers.get('location', '?')} not followed")
+        raise Lost(f"HTTP {status}")
 
     async def _read_events(self, response: httpx2.Response, message: OutgoingMessage) -> _Stream:
         """Deliver the events of a request's stream until its answer; where it ended."""
@@ -394,11 +365,11 @@ class RemoteUpstream:
                     retry = event.retry / 1000 if event.retry is not None else retry
                     line = to_line(event.data) if event.event == "message" else b""
                     if line:
-                        await self._deliver([line], message)
+                        await self.deliver([line], message)
                         if _answers(line, message):
                             return _Stream(True, last_id, retry)
         except (httpx2.HTTPError, EventTooLarge) as exc:
-            logger.info("the stream of a %s broke: %s", message.label, _describe(exc))
+            logger.info("the stream of a %s broke: %s", message.label, describe(exc))
         return _Stream(False, last_id, retry)
 
     async def _resume(self, message: OutgoingMessage, stream: _Stream) -> None:
@@ -406,30 +377,31 @@ class RemoteUpstream:
         numbered its events (a session); never by sending the request again.
 
         Raises:
-            _Lost: it cannot be resumed.
+            Lost: it cannot be resumed.
         """
         if stream.last_id is None or self._session is None or message.version is not None:
-            raise _Lost("the stream ended without a response")
+            raise Lost("the stream ended without a response")
         for _ in range(RESUME_ATTEMPTS):
             await asyncio.sleep(stream.retry)
             headers = {**self._session_headers(), "accept": "text/event-stream", "last-event-id": stream.last_id}
             try:
-                response = await self._open("GET", None, headers)
-            except (_Refused, _Lost) as exc:
+                response = await self.open_exchange("GET", None, headers)
+            except (Refused, Lost) as exc:
                 logger.info("resuming the stream of a %s failed: %s", message.label, exc)
                 continue
             try:
-                if response.status_code >= 300 or _content_type(response) != "text/event-stream":
-                    raise _Lost(f"the stream ended without a response; resuming it got HTTP {response.status_code}")
+                if response.status_code >= 300 or content_type(response) != "text/event-stream":
+                    raise Lost(f"the stream ended without a response; resuming it got HTTP {response.status_code}")
                 resumed = await self._read_events(response, message)
             finally:
                 await response.aclose()
             if resumed.answered:
                 return
             stream = _Stream(False, resumed.last_id or stream.last_id, resumed.retry)
-        raise _Lost("the stream ended without a response, and resuming it failed")
+        raise Lost("the stream ended without a response, and resuming it failed")
 
-    async def _deliver(self, lines: list[bytes], message: OutgoingMessage | None = None) -> None:
+    async def deliver(self, lines: list[bytes], message: OutgoingMessage | None = None) -> None:
+        """Hand the server's lines to the sink (once the client reads again), learning from answers to ``message``."""
         await self._flowing.wait()
         if message is not None:
             for line in lines:
@@ -474,8 +446,8 @@ class RemoteUpstream:
                 self._expired = True
             return
         try:
-            response = await self._open("POST", message, self._headers_for(message))
-        except (_Refused, _Lost) as exc:
+            response = await self.open_exchange("POST", message, self._headers_for(message))
+        except (Refused, Lost) as exc:
             logger.warning("could not start a new session: %s", exc)
             self._expired = True
             return
@@ -485,8 +457,8 @@ class RemoteUpstream:
                 self._expired = True
                 return
             self._session = response.headers.get(SESSION_HEADER) or None
-            with contextlib.suppress(_Lost):
-                await _read(response)
+            with contextlib.suppress(Lost):
+                await read_body(response)
         finally:
             await response.aclose()
         logger.info("started a new session with the remote upstream")
@@ -496,7 +468,7 @@ class RemoteUpstream:
     def _listen(self) -> None:
         """Open the GET stream for the server's own messages (once per session)."""
         if self._listener is None and self._session is not None and not self._closing:
-            self._listener = self._spawn(self._listen_loop(self._session))
+            self._listener = self.spawn(self._listen_loop(self._session))
 
     async def _listen_loop(self, session: str) -> None:
         last_id: str | None = None
@@ -507,8 +479,8 @@ class RemoteUpstream:
             if last_id is not None:
                 headers["last-event-id"] = last_id
             try:
-                response = await self._open("GET", None, headers)
-            except (_Refused, _Lost) as exc:
+                response = await self.open_exchange("GET", None, headers)
+            except (Refused, Lost) as exc:
                 failures += 1
                 logger.debug("the GET stream failed: %s", exc)
                 await asyncio.sleep(retry)
@@ -520,7 +492,7 @@ class RemoteUpstream:
                 if response.status_code == 404:
                     self._session_lost()
                     return
-                if response.status_code >= 300 or _content_type(response) != "text/event-stream":
+                if response.status_code >= 300 or content_type(response) != "text/event-stream":
                     failures += 1
                 else:
                     failures = 0
@@ -532,7 +504,7 @@ class RemoteUpstream:
                                 retry = event.retry / 1000 if event.retry is not None else retry
                                 line = to_line(event.data) if event.event == "message" else b""
                                 if line:
-                                    await self._deliver([line])
+                                    await self.deliver([line])
             finally:
                 await response.aclose()
             await asyncio.sleep(retry)
@@ -541,7 +513,7 @@ class RemoteUpstream:
 
     async def _try_legacy(self, message: OutgoingMessage) -> bool:
         """Fall back to HTTP+SSE after the server refused the initialize POST; True if it answered that way."""
-        legacy = _LegacyStream(self, self._client, self._url)
+        legacy = LegacyStream(self, self._client, self._url)
         if not await legacy.connect():
             return False
         logger.info("the remote upstream speaks the 2024-11-05 HTTP+SSE transport")
@@ -549,9 +521,25 @@ class RemoteUpstream:
         await legacy.post(message)
         return True
 
+    @property
+    def sink(self) -> UpstreamSink:
+        """Where the server's messages go."""
+        assert self._sink is not None
+        return self._sink
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The response timeouts of the exchanges in progress."""
+        return self._deadlines
+
+    def stream_lost(self) -> None:
+        """The HTTP+SSE stream, and the session with it, is gone: the next message starts a new one."""
+        self._expired = self._initialize is not None
+
     # ---- tasks ---------------------------------------------------------------------------------------------
 
-    def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
+    def spawn(self, coroutine: Any) -> asyncio.Task[None]:
+        """Run ``coroutine`` as a task of this upstream (cancelled when it stops)."""
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -564,193 +552,5 @@ class RemoteUpstream:
             self._legacy.close()
 
 
-class _LegacyStream:
-    """The 2024-11-05 transport: one event stream for every message from the server, POSTs to its endpoint."""
-
-    def __init__(self, upstream: RemoteUpstream, client: httpx2.AsyncClient, url: str) -> None:
-        self._upstream = upstream
-        self._client = client
-        self._url = url
-        self._endpoint: str | None = None
-        self._response: httpx2.Response | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._waiting: dict[tuple[str, Any], OutgoingMessage] = {}
-        self._ours: dict[tuple[str, Any], asyncio.Future[None]] = {}  # answers to our own initialize
-
-    async def connect(self) -> bool:
-        """Open the stream and read its ``endpoint`` event; False if the server does not answer that way."""
-        upstream = self._upstream
-        try:
-            response = await upstream._open("GET", None, {"accept": "text/event-stream"})
-        except (_Refused, _Lost):
-            return False
-        if response.status_code != 200 or _content_type(response) != "text/event-stream":
-            await response.aclose()
-            return False
-        parser = EventParser()
-        chunks = response.aiter_bytes()
-        try:
-            async with upstream._deadlines.bounded():
-                while self._endpoint is None:
-                    for event in parser.feed(await anext(chunks)):
-                        if event.event == "endpoint":
-                            endpoint = event.data.decode("utf-8", "replace").strip()
-                            self._endpoint = str(httpx2.URL(self._url).join(endpoint))
-                            break
-        except (StopAsyncIteration, TimeoutError, httpx2.HTTPError, EventTooLarge):
-            await response.aclose()
-            return False
-        self._response = response
-        self._reader = upstream._spawn(self._read(parser, chunks))
-        return True
-
-    async def reopen(self, initialize: OutgoingMessage, initialized: OutgoingMessage | None) -> bool:
-        """A new stream and session, begun with the client's own initialize (its answer is ours); True if so."""
-        if not await self.connect():
-            logger.warning("could not reopen the event stream of the remote upstream")
-            return False
-        assert initialize.key is not None
-        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ours[initialize.key] = answered
-        try:
-            await self.post(initialize, waits=False)
-            async with asyncio.timeout(self._upstream._timeout):
-                await answered
-        except TimeoutError:
-            logger.warning("the remote upstream did not answer a new initialize")
-            return False
-        finally:
-            self._ours.pop(initialize.key, None)
-        if initialized is not None:
-            await self.post(initialized)
-        logger.info("started a new session with the remote upstream (HTTP+SSE)")
-        return True
-
-    async def post(self, message: OutgoingMessage, *, waits: bool = True) -> None:
-        """POST one message to the endpoint; a request's answer comes on the stream."""
-        upstream = self._upstream
-        if self._endpoint is None and not await self.connect():
-            if message.kind is Kind.REQUEST:
-                refusal = UpstreamRefused(status=None, reason="the event stream could not be reopened", method=None)
-                await upstream._deliver([error_line(message.ident, refusal.to_error())])
-            return
-        assert self._endpoint is not None
-        if waits and message.kind is Kind.REQUEST and message.key is not None:
-            self._waiting[message.key] = message
-        try:
-            async with upstream._deadlines.bounded():
-                response = await self._client.post(
-                    self._endpoint, content=message.body, headers={"content-type": "application/json"}
-                )
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            self._answer_refused(message, None, _describe(exc))
-            return
-        except (httpx2.HTTPError, TimeoutError) as exc:
-            self._abandon(message, _describe(exc) or "no response to the POST")
-            return
-        if response.status_code >= 400:
-            status = response.status_code
-            if status in NOT_RUN_STATUSES:
-                self._answer_refused(message, status, NOT_RUN_STATUSES[status])
-            else:
-                self._abandon(message, f"HTTP {status}")
-
-    def _answer_refused(self, message: OutgoingMessage, status: int | None, reason: str) -> None:
-        if message.kind is Kind.REQUEST and message.key is not None:
-            self._waiting.pop(message.key, None)
-            refusal = UpstreamRefused(status=status, reason=reason, method=message.method)
-            assert self._upstream._sink is not None
-            self._upstream._sink.upstream_lines([error_line(message.ident, refusal.to_error())])
-
-    def _abandon(self, message: OutgoingMessage, reason: str) -> None:
-        if message.kind is Kind.REQUEST and message.key is not None:
-            self._waiting.pop(message.key, None)
-            assert self._upstream._sink is not None
-            self._upstream._sink.request_abandoned(message.ident, reason)
-
-    async def _read(self, parser: EventParser, chunks: Any) -> None:
-        upstream = self._upstream
-        try:
-            async for chunk in chunks:
-                for event in parser.feed(chunk):
-                    line = to_line(event.data) if event.event == "message" else b""
-                    if not line:
-                        continue
-                    key = _response_key(line)
-                    ours = self._ours.get(key) if key is not None else None
-                    if ours is not None:
-                        if not ours.done():
-                            ours.set_result(None)
-                        continue
-                    message = self._waiting.pop(key, None) if key is not None else None
-                    await upstream._deliver([line], message)
-        except (httpx2.HTTPError, EventTooLarge) as exc:
-            logger.warning("the event stream of the remote upstream broke: %s", _describe(exc))
-        finally:
-            self._lost()
-
-    def _lost(self) -> None:
-        """The stream is gone: its session with it. Requests waiting on it will get no answer."""
-        self._endpoint = None
-        waiting, self._waiting = self._waiting, {}
-        for message in waiting.values():
-            assert self._upstream._sink is not None
-            self._upstream._sink.request_abandoned(message.ident, "the event stream closed before the answer")
-        self._upstream._expired = self._upstream._initialize is not None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-
-
-def _content_type(response: httpx2.Response) -> str:
-    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
-
-
-async def _read(response: httpx2.Response, limit: int | None = None) -> bytes:
-    """The body (up to ``limit`` bytes).
-
-    Raises:
-        _Lost: the connection broke while reading it.
-    """
-    body = bytearray()
-    try:
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if limit is not None and len(body) >= limit:
-                break
-    except httpx2.HTTPError as exc:
-        raise _Lost(f"the body broke off: {_describe(exc)}") from exc
-    return bytes(body)
-
-
-def _jsonrpc_error(body: bytes, message: OutgoingMessage) -> bytes | None:
-    """The line to deliver when a failure status carries the server's JSON-RPC error answer; else None."""
-    line = to_line(body)
-    if not line:
-        return None
-    try:
-        parsed = classify(line)
-    except WireParseError:
-        return None
-    if parsed.kind is not Kind.RESPONSE or "error" not in parsed.body or not isinstance(parsed.body["error"], dict):
-        return None
-    if parsed.id is None:
-        return error_line(message.ident, parsed.body["error"])
-    return line if id_key(parsed.id) == message.key else None
-
-
-def _response_key(line: bytes) -> tuple[str, Any] | None:
-    try:
-        parsed = classify(line)
-    except WireParseError:
-        return None
-    return id_key(parsed.id) if parsed.kind is Kind.RESPONSE else None
-
-
 def _answers(line: bytes, message: OutgoingMessage) -> bool:
-    return _response_key(line) == message.key
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    return response_key(line) == message.key

@@ -4,7 +4,7 @@ Standard library only (asyncio streams). ``python http_faults_server.py [--legac
 prints ``PORT <n>``, and serves ``/mcp``: Streamable HTTP with sessions (``Mcp-Session-Id: s<N>``), or with
 ``--legacy`` the 2024-11-05 HTTP+SSE transport (POST /mcp is 405; GET /mcp opens the event stream, whose
 ``endpoint`` event names ``/messages``); with ``--cert FILE``, HTTPS. Every request it receives appends a line to ``EFFECTS_FILE``
-(``{"event": "received", "method": ..., "tool": ...}``), and every side effect a ``done`` line.
+(``{"event": "received", "method": ..., "tool": ..., "raw": <the body>, ...}``), and every side effect a ``done`` line.
 
 Tools (``tools/call`` by name):
   send_email(to)       side effect, JSON answer "sent to <to>"
@@ -125,7 +125,17 @@ class Server:
             return await self.respond(writer, 200, b"")
         message = json.loads(body)
         tool = (message.get("params") or {}).get("name") if message.get("method") == "tools/call" else None
-        record("received", method=message.get("method"), tool=tool, session=session, auth=headers.get("authorization"))
+        record(
+            "received",
+            method=message.get("method"),
+            tool=tool,
+            session=session,
+            auth=headers.get("authorization"),
+            raw=body.decode(),
+            mcp_method=headers.get("mcp-method"),
+            mcp_name=headers.get("mcp-name"),
+            version=headers.get("mcp-protocol-version"),
+        )
         if message.get("method") == "initialize":
             self.counter += 1
             new = f"s{self.counter}"
@@ -136,7 +146,8 @@ class Server:
                 "serverInfo": {"name": "faults", "version": "1.0.0"},
             }
             return await self.respond(writer, 200, answer(message, result), mcp_session_id=new)
-        if session not in self.sessions:
+        stateless = headers.get("mcp-protocol-version") == "2026-07-28"  # no session in that era
+        if session not in self.sessions and not stateless:
             return await self.respond(writer, 404, b"session expired", "text/plain")
         if "id" not in message or "method" not in message:
             return await self.respond(writer, 202, b"")

@@ -2,7 +2,8 @@
 
 Each command opens its resource, makes one library call, and turns a ``CheckpointError`` into a
 ``click.ClickException``. Command modules are imported inside the commands so that start-up stays fast
-(`checkpoint brief` must not import the MCP SDK; the proxy never imports it).
+(`checkpoint brief` must not import the MCP SDK; the proxy imports it only for a remote upstream's OAuth or
+its tools' `x-mcp-header` marks).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Contenders, each an HTTP endpoint in front of the same tiny ``echo`` tool:
 
-* ``upstream over HTTP``: the tool served directly by the official SDK (``http_upstream.py``), no proxy;
+* ``upstream over HTTP``: the tool served directly by the official SDK (``sdk_http_upstream.py``), no proxy;
 * ``serve pass-through``: `checkpoint serve` without a journal, in front of ``upstream_server.py`` on stdio;
 * ``serve SQLite``: journaled to an SQLite file (one process owns the workflow);
 * ``serve PostgreSQL``: journaled to PostgreSQL, one replica; ``… 2 replicas``: two replicas on the same
@@ -269,7 +269,9 @@ def start_serve(name: str, replicas: int, journal: str | None) -> Served:
 
 def start_direct() -> Served:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(BENCH_DIR / "http_upstream.py"), str(port)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCH_DIR / "sdk_http_upstream.py"), str(port)], stdout=subprocess.DEVNULL
+    )
     wait_port(port, proc)
     return Served("upstream over HTTP (SDK, no proxy)", modern=False, procs=[proc], endpoints=[(port, "/mcp")])
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-ORDER = ["latency", "throughput", "replay", "scale", "startup", "session", "session_journal", "backends"]
+ORDER = ["latency", "throughput", "replay", "scale", "startup", "session", "session_journal", "backends", "remote"]
 TAKES_FASTMCP = {"latency", "throughput", "startup"}
 
 

@@ -2,7 +2,8 @@
 
 Each command opens its resource, makes one library call, and turns a ``CheckpointError`` into a
 ``click.ClickException``. Command modules are imported inside the commands so that start-up stays fast
-(`checkpoint brief` must not import the MCP SDK; the proxy never imports it).
+(`checkpoint brief` must not import the MCP SDK; the proxy imports it only for a remote upstream's OAuth or
+its tools' `x-mcp-header` marks).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.proxy.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.base import Journal
@@ -40,16 +42,12 @@ class _ProxyGroup(click.Group):
     """A group whose bare invocation (no subcommand) runs the proxy."""
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("checkpoint", "--upstream-cmd CMD [--journal PATH_OR_URL] [OPTIONS]")
+        formatter.write_usage("checkpoint", "--upstream-cmd CMD | --upstream-url URL [--journal PATH_OR_URL] [OPTIONS]")
         formatter.write_usage("checkpoint", "COMMAND [ARGS]...", prefix="       ")
 
 
 @click.group(cls=_ProxyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--upstream-cmd",
-    metavar="CMD",
-    help="Shell command that starts the upstream MCP server (run by /bin/sh -c; inherits the environment).",
-)
+@upstream_options
 @click.option(
     "--journal",
     metavar="PATH_OR_URL",
@@ -97,24 +95,25 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     """Make MCP agents crash-resumable.
 
     Without a COMMAND, run the journaling proxy: speak MCP on stdio to the client, run the upstream server
-    given by --upstream-cmd as a child over stdio, mirror every message byte for byte, and journal every
-    tools/call so that a restarted agent never re-runs a side effect that already completed.
+    given by --upstream-cmd as a child over stdio (or reach the one at --upstream-url over HTTP), mirror every
+    message byte for byte, and journal every tools/call so that a restarted agent never re-runs a side effect
+    that already completed.
     """
     configure_logging(options["log_level"])
     if ctx.invoked_subcommand is not None:
-        given = [k for k in ("upstream_cmd", "journal", "workflow_id") if options[k] is not None]
+        given = [k for k in ("upstream_cmd", "upstream_url", "journal", "workflow_id") if options[k] is not None]
         if given:
             raise click.UsageError(
                 f"--{given[0].replace('_', '-')} belongs to the proxy, not to `checkpoint {ctx.invoked_subcommand}`"
             )
         return
-    if not options["upstream_cmd"]:
-        raise click.UsageError("--upstream-cmd is required to run the proxy (see --help)")
+    upstream_cmd, remote = upstream_choice(options)
     from checkpoint_mcp.proxy.config import ProxyConfig
     from checkpoint_mcp.proxy.runner import run_proxy
 
     config = ProxyConfig(
-        upstream_cmd=options["upstream_cmd"],
+        upstream_cmd=upstream_cmd,
+        remote=remote,
         journal=options["journal"],
         workflow_id=options["workflow_id"],
         on_divergence=options["on_divergence"],
@@ -139,8 +138,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     metavar="HOST:PORT",
     help="Address to listen on (port 0: any free port). A non-loopback address needs --auth-token-env or --no-auth.",
 )
-@click.option("--upstream-cmd", metavar="CMD", help="Shell command of a stdio upstream (one child per session).")
-@click.option("--upstream-url", metavar="URL", help="A Streamable HTTP upstream (not available yet, see --help).")
+@upstream_options
 @click.option("--journal", metavar="PATH_OR_URL", help="SQLite journal file, or a postgresql:// URL.")
 @click.option(
     "--workflow-id", metavar="ID", help="Workflow of /mcp. Default: the journal's path (URL without password)."
@@ -213,13 +211,7 @@ def serve(**options: Any) -> None:
     from checkpoint_mcp.gateway.config import GatewayConfig, auth_token, parse_listen
     from checkpoint_mcp.proxy.config import ProxyConfig
 
-    if options["upstream_url"] is not None:
-        raise click.UsageError(
-            "--upstream-url is not available for `checkpoint serve` yet (the HTTP upstream is a separate change); "
-            "use --upstream-cmd"
-        )
-    if not options["upstream_cmd"]:
-        raise click.UsageError("--upstream-cmd is required (see checkpoint serve --help)")
+    command, remote = upstream_choice(options)
     if (options["tls_cert"] is None) != (options["tls_key"] is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
@@ -228,7 +220,8 @@ def serve(**options: Any) -> None:
     except CheckpointError as exc:
         raise click.UsageError(str(exc)) from exc
     proxy = ProxyConfig(
-        upstream_cmd=options["upstream_cmd"],
+        upstream_cmd=command,
+        remote=remote,
         journal=options["journal"],
         workflow_id=options["workflow_id"],
         on_divergence=options["on_divergence"],

@@ -25,7 +25,8 @@ The hierarchy::
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
         ├── UpstreamExited              -32083 the upstream died while the call was in flight
         ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
-        └── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
+        ├── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
+        └── UpstreamRefused             -32087 a remote upstream refused the request over HTTP before running it
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -51,6 +52,7 @@ UPSTREAM_EXITED: Final = -32083
 COLLECTED: Final = -32084
 FAILED_BY_OPERATOR: Final = -32085
 STILL_IN_FLIGHT: Final = -32086
+UPSTREAM_REFUSED: Final = -32087
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
@@ -84,6 +86,10 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     STILL_IN_FLIGHT: (
         "still in flight",
         "`checkpoint serve`: a re-sent call waited `--join-timeout` for the original, still running; it did not run",
+    ),
+    UPSTREAM_REFUSED: (
+        "upstream refused",
+        "a remote upstream refused the request over HTTP before running it (see docs/remote.md); a call is FAILED",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -315,6 +321,20 @@ class UpstreamExited(CallRefused):
         super().__init__(
             f"the upstream server exited ({exit_status}) while this call was in flight.{in_doubt}",
             {"reason": "upstream_exited", "workflow": workflow, "seq": seq, "tool": tool, "exit": exit_status},
+        )
+
+
+class UpstreamRefused(CallRefused):
+    """A remote upstream answered with an HTTP status that says it did not run the request."""
+
+    code = UPSTREAM_REFUSED
+
+    def __init__(self, *, status: int | None, reason: str, method: str | None) -> None:
+        what = f"{method} request" if method else "request"
+        how = f"refused the {what} with HTTP {status} ({reason})" if status else f"was not reached ({reason})"
+        super().__init__(
+            f"the remote upstream {how}: the request was not run",
+            {"reason": "upstream_refused", "status": status, "detail": reason},
         )
 
 

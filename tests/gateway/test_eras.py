@@ -13,9 +13,9 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-import nodetools
 from gatewayproc import GatewayProcess
 
+import nodetools
 from support import done_count, server_cmd
 
 MODES = ["legacy", "2026-07-28"]

@@ -9,10 +9,10 @@ import os
 import signal
 from pathlib import Path
 
-import nodetools
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, initialize, request, sse_data
 
+import nodetools
 from support import DEFAULT_TIMEOUT, journal_states, read_effects, server_cmd, wait_until
 
 PING = {"jsonrpc": "2.0", "id": 3, "method": "ping"}

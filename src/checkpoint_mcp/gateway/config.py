@@ -23,7 +23,6 @@ class GatewayConfig(NamedTuple):
     proxy: ProxyConfig
     host: str = "127.0.0.1"
     port: int = 8808
-    upstream_url: str | None = None
     auth_token: str | None = None  # never logged, never shown
     allowed_origins: tuple[str, ...] = ()
     max_body: int = DEFAULT_MAX_BODY

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from contextlib import ExitStack
@@ -26,6 +27,7 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.proxy.config import RemoteConfig
 from checkpoint_mcp.proxy.upstream import Upstream, spawn
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
@@ -46,6 +48,27 @@ def stdio_upstreams(command: str) -> Any:
         return ChildUpstream(process)
 
     return start
+
+
+def remote_upstreams(remote: RemoteConfig) -> Any:
+    """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
+    own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
+    from checkpoint_mcp.proxy.remote import checked_settings, open_remote
+
+    checked_settings(remote, os.environ)  # a bad URL, header or CA file is an error now, not at the first session
+
+    async def start() -> Upstream:
+        return open_remote(remote, os.environ)
+
+    return start
+
+
+def upstreams(config: GatewayConfig) -> Any:
+    """The factory of the upstream the command line names: a stdio child, or a remote server."""
+    if config.proxy.remote is not None:
+        return remote_upstreams(config.proxy.remote)
+    assert config.proxy.upstream_cmd is not None
+    return stdio_upstreams(config.proxy.upstream_cmd)
 
 
 class _Server(uvicorn.Server):
@@ -103,7 +126,7 @@ def run_gateway(config: GatewayConfig) -> int:
             journal = open_journal(config.proxy.journal)
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
-        gateway = Gateway(config, journal, stdio_upstreams(config.proxy.upstream_cmd), GatewayMetrics())
+        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics())
         mounts: dict[str, Any] = {}
         ui_token: str | None = None
         if journal is not None and config.proxy.journal is not None:

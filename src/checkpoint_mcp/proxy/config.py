@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Literal, NamedTuple
+
+from checkpoint_mcp.errors import UsageError
+
+DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
+
+
+class RemoteConfig(NamedTuple):
+    """How to reach a remote upstream (`--upstream-url` and its flags)."""
+
+    url: str
+    headers: tuple[str, ...] = ()  # "Name: value" as given; ``${VAR}`` is expanded from the environment at start
+    timeout: float = DEFAULT_UPSTREAM_TIMEOUT
+    ca_file: str | None = None
+    auth: Literal["oauth"] | None = None
 
 
 class ProxyConfig(NamedTuple):
-    """Everything `checkpoint --upstream-cmd …` was told; see the README's flags table."""
+    """Everything `checkpoint` was told; see the README's flags table. Exactly one of ``upstream_cmd`` and
+    ``remote`` is set."""
 
-    upstream_cmd: str
+    upstream_cmd: str | None
     journal: str | None = None
     workflow_id: str | None = None
     on_divergence: Literal["strict", "fork"] = "strict"
@@ -17,3 +34,38 @@ class ProxyConfig(NamedTuple):
     replay_from_start: bool = False
     server_name: str = "checkpoint"
     server_version: str = "0.0.0"
+    remote: RemoteConfig | None = None
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_headers(templates: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``--upstream-header`` values, with ``${VAR}`` taken from ``environ``.
+
+    Errors name the header and the variable, never a value (it may hold a secret).
+
+    Raises:
+        UsageError: a header is not ``Name: value``, or names an unset variable.
+    """
+    headers: dict[str, str] = {}
+    for template in templates:
+        name, colon, value = template.partition(":")
+        name = name.strip()
+        if not colon or not _TOKEN.fullmatch(name):
+            raise UsageError(f"--upstream-header must look like 'Name: value' (header {name[:40]!r})")
+
+        def substitute(match: re.Match[str], header: str = name) -> str:
+            variable = match.group(1)
+            if variable not in environ:
+                raise UsageError(f"--upstream-header {header}: the environment variable {variable} is not set")
+            return environ[variable]
+
+        expanded = _VARIABLE.sub(substitute, value.strip())
+        if "\r" in expanded or "\n" in expanded:
+            raise UsageError(f"--upstream-header {name}: the value holds a line break")
+        headers[name] = expanded
+    return headers
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

@@ -12,7 +12,7 @@ from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.proxy.upstream import spawn
+from checkpoint_mcp.proxy.upstream import Upstream, spawn
 
 logger = logging.getLogger(__name__)
 
@@ -49,20 +49,37 @@ def run_proxy(config: ProxyConfig) -> int:
             logger.info("journal %s, workflow %r (writing to %r)", journal.location, root, lineage.head)
         elif config.workflow_id is not None or config.replay_from_start:
             logger.warning("--workflow-id and --replay-from-start have no effect without --journal")
-        # Start the upstream now, before the event loop and the interceptor are imported: its own start-up
-        # overlaps with ours.
-        try:
-            upstream = spawn(config.upstream_cmd)
-        except OSError as exc:
-            raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
-        logger.info("upstream started (pid %d): %s", upstream.pid, config.upstream_cmd)
+        upstream = _upstream(config)
         import asyncio
 
-        from checkpoint_mcp.proxy.child import ChildUpstream
         from checkpoint_mcp.proxy.interceptor import Interceptor
         from checkpoint_mcp.proxy.relay import Relay
 
         interceptor = Interceptor(config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(ChildUpstream(upstream), interceptor, client_in, client_out)
+        relay = Relay(upstream, interceptor, client_in, client_out)
         return asyncio.run(relay.run())
+
+
+def _upstream(config: ProxyConfig) -> Upstream:
+    """The upstream of ``config``: a child started now, or the remote server at its URL.
+
+    Raises:
+        UpstreamError: the child could not be started.
+        UsageError: a remote upstream's settings cannot work (a header names an unset variable, a bad CA file).
+    """
+    if config.remote is not None:
+        from checkpoint_mcp.proxy.remote import open_remote
+
+        return open_remote(config.remote, os.environ)
+    assert config.upstream_cmd is not None
+    # Start the child now, before the event loop and the interceptor are imported: its own start-up overlaps
+    # with ours.
+    try:
+        process = spawn(config.upstream_cmd)
+    except OSError as exc:
+        raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+    logger.info("upstream started (pid %d): %s", process.pid, config.upstream_cmd)
+    from checkpoint_mcp.proxy.child import ChildUpstream
+
+    return ChildUpstream(process)

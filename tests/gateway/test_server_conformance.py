@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import nodetools
 from gatewayproc import GatewayProcess
 
+import nodetools
 from support import DEFAULT_TIMEOUT
 
 SUITE_TIMEOUT = 240

@@ -1,0 +1,76 @@
+"""The flags of a remote upstream: exactly one way out, TLS verified (a private CA with --upstream-ca), and
+clear errors for what cannot work."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import trustme
+
+from checkpoint_mcp.errors import UPSTREAM_REFUSED
+from checkpoint_mcp.journal.base import CallState
+
+from httpservers import faults_server
+from support import ProxyProcess, checkpoint_argv, journal_states
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        checkpoint_argv(*args), check=False, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+    )
+
+
+def test_exactly_one_of_upstream_cmd_and_upstream_url_is_required() -> None:
+    neither = run("--journal", "j.db")
+    assert neither.returncode == 2
+    assert "--upstream-cmd or --upstream-url is required" in neither.stderr
+    both = run("--upstream-cmd", "true", "--upstream-url", "http://127.0.0.1:9/mcp")
+    assert both.returncode == 2
+    assert "either --upstream-cmd or --upstream-url, not both" in both.stderr
+    header_without_url = run("--upstream-cmd", "true", "--upstream-header", "X-A: b")
+    assert header_without_url.returncode == 2
+    assert "--upstream-header applies to --upstream-url only" in header_without_url.stderr
+
+
+def test_a_url_that_is_not_http_is_refused_before_anything_starts() -> None:
+    refused = run("--upstream-url", "ftp://example.com/mcp")
+    assert refused.returncode == 1
+    assert "must be an http:// or https:// URL" in refused.stderr
+
+
+def test_a_malformed_header_is_refused_without_echoing_its_value() -> None:
+    refused = run("--upstream-url", "http://127.0.0.1:9/mcp", "--upstream-header", "no colon secret-ish")
+    assert refused.returncode == 1
+    assert "must look like 'Name: value'" in refused.stderr
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    ca = trustme.CA()
+    served = ca.issue_cert("127.0.0.1")
+    chain = tmp_path / "server.pem"
+    served.private_key_and_cert_chain_pem.write_to_path(str(chain))
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return chain, ca_file
+
+
+def test_https_with_a_private_ca_needs_upstream_ca_and_certificates_are_verified(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    chain, ca_file = _certificate(tmp_path)
+    with faults_server(tmp_path, "--cert", str(chain), scheme="https") as server:
+        with ProxyProcess("--upstream-url", server.url, "--journal", journal) as untrusted:
+            refused = untrusted.request(
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+            )
+            assert refused["error"]["code"] == UPSTREAM_REFUSED
+            assert "CERTIFICATE_VERIFY_FAILED" in refused["error"]["message"]
+            assert untrusted.close() == 0
+        with ProxyProcess("--upstream-url", server.url, "--journal", journal, "--upstream-ca", str(ca_file)) as trusted:
+            trusted.initialize()
+            reply = trusted.call("send_email", {"to": "ivy"}, seq=1)
+            assert trusted.close() == 0
+    assert reply["result"]["content"][0]["text"] == "sent to ivy"
+    assert journal_states(journal, workflow) == {1: CallState.COMPLETED}

@@ -24,6 +24,7 @@ from checkpoint_mcp.proxy.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.base import Journal
+    from checkpoint_mcp.proxy.config import ProxyConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -107,11 +108,26 @@ def main(ctx: click.Context, /, **options: Any) -> None:
                 f"--{given[0].replace('_', '-')} belongs to the proxy, not to `checkpoint {ctx.invoked_subcommand}`"
             )
         return
-    upstream_cmd, remote = upstream_choice(options)
-    from checkpoint_mcp.proxy.config import ProxyConfig
     from checkpoint_mcp.proxy.runner import run_proxy
 
-    config = ProxyConfig(
+    config = _proxy_config(options)
+    try:
+        code = run_proxy(config)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    ctx.exit(code)
+
+
+def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
+    """The journaling settings shared by the stdio proxy and the gateway, from their command lines.
+
+    Raises:
+        click.UsageError: not exactly one upstream, or a remote-only flag without --upstream-url.
+    """
+    from checkpoint_mcp.proxy.config import ProxyConfig
+
+    upstream_cmd, remote = upstream_choice(options)
+    return ProxyConfig(
         upstream_cmd=upstream_cmd,
         remote=remote,
         journal=options["journal"],
@@ -123,11 +139,6 @@ def main(ctx: click.Context, /, **options: Any) -> None:
         server_name=options["name"],
         server_version=options["server_version"],
     )
-    try:
-        code = run_proxy(config)
-    except CheckpointError as exc:
-        raise click.ClickException(str(exc)) from exc
-    ctx.exit(code)
 
 
 @main.command()
@@ -209,9 +220,7 @@ def serve(**options: Any) -> None:
     """
     configure_logging(options["log_level"])
     from checkpoint_mcp.gateway.config import GatewayConfig, auth_token, parse_listen
-    from checkpoint_mcp.proxy.config import ProxyConfig
 
-    command, remote = upstream_choice(options)
     if (options["tls_cert"] is None) != (options["tls_key"] is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
@@ -219,20 +228,8 @@ def serve(**options: Any) -> None:
         token = auth_token(options["auth_token_env"], options["no_auth"], host)
     except CheckpointError as exc:
         raise click.UsageError(str(exc)) from exc
-    proxy = ProxyConfig(
-        upstream_cmd=command,
-        remote=remote,
-        journal=options["journal"],
-        workflow_id=options["workflow_id"],
-        on_divergence=options["on_divergence"],
-        trust_annotations=options["trust_annotations"],
-        redact_args=options["redact_args_in_journal"],
-        replay_from_start=options["replay_from_start"],
-        server_name=options["name"],
-        server_version=options["server_version"],
-    )
     config = GatewayConfig(
-        proxy=proxy,
+        proxy=_proxy_config(options),
         host=host,
         port=port,
         auth_token=token,

@@ -112,7 +112,8 @@ def test_a_non_loopback_address_without_auth_is_refused_before_listening() -> No
         (["--auth-token-env", "CHECKPOINT_TEST_UNSET_VARIABLE"], "is empty or not set"),
         (["--auth-token-env", "PATH", "--no-auth"], "contradict"),
         (["--listen", "localhost"], "HOST:PORT"),
-        (["--upstream-url", "http://127.0.0.1:1/mcp"], "--upstream-url is not available"),
+        (["--upstream-url", "http://127.0.0.1:1/mcp"], "not both"),
+        (["--upstream-header", "X-Key: 1"], "applies to --upstream-url only"),
     ],
 )
 def test_unusable_flags_are_usage_errors(args: list[str], message: str) -> None:

@@ -74,15 +74,3 @@ def test_a_remote_upstream_s_bad_settings_are_refused_before_the_gateway_listens
     assert done.returncode != 0
     assert "CHECKPOINT_TEST_UNSET_VARIABLE" in done.stderr
     assert "listening on" not in done.stderr
-
-
-def test_serve_takes_exactly_one_upstream(tmp_path: Path) -> None:
-    both = subprocess.run(
-        checkpoint_argv("serve", "--upstream-cmd", "true", "--upstream-url", "http://127.0.0.1:9/mcp"),
-        capture_output=True,
-        text=True,
-        timeout=DEFAULT_TIMEOUT,
-        check=False,
-    )
-    assert both.returncode == 2
-    assert "not both" in both.stderr

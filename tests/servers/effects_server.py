@@ -1,6 +1,7 @@
 """A raw MCP stdio server whose tools have visible, countable side effects.
 
-It speaks JSON-RPC by hand (no SDK) so tests control every byte. Each executed tool call appends one JSON line
+It speaks JSON-RPC by hand (no SDK) so tests control every byte. With ``EFFECTS_INTEGER_IDS=1`` it answers a
+numeric id as an integer, as servers written in JavaScript do (``1.0`` comes back as ``1``). Each executed tool call appends one JSON line
 to the file named by ``EFFECTS_FILE`` *before* answering, so a test can count exactly how many times the
 upstream ran each call, whatever happened to the proxy in between.
 
@@ -29,6 +30,7 @@ import time
 from typing import Any
 
 EFFECTS = os.environ.get("EFFECTS_FILE")
+INTEGER_IDS = os.environ.get("EFFECTS_INTEGER_IDS") == "1"
 _out_lock = threading.Lock()
 _effects_lock = threading.Lock()
 
@@ -118,6 +120,8 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
 def handle(message: dict[str, Any]) -> None:
     method = message.get("method")
     ident = message.get("id")
+    if INTEGER_IDS and isinstance(ident, float) and ident.is_integer():
+        ident = int(ident)
     if method is None or ident is None:
         return  # responses and notifications need no answer
     if method == "initialize":

@@ -1,7 +1,8 @@
 """A raw MCP stdio server whose tools have visible, countable side effects.
 
 It speaks JSON-RPC by hand (no SDK) so tests control every byte. With ``EFFECTS_INTEGER_IDS=1`` it answers a
-numeric id as an integer, as servers written in JavaScript do (``1.0`` comes back as ``1``). Each executed tool call appends one JSON line
+numeric id as an integer, as servers written in JavaScript do (``1.0`` comes back as ``1``). With
+``EFFECTS_FINISH_ON_EOF=1`` it finishes the calls in flight when its stdin closes, as a graceful server does. Each executed tool call appends one JSON line
 to the file named by ``EFFECTS_FILE`` *before* answering, so a test can count exactly how many times the
 upstream ran each call, whatever happened to the proxy in between.
 
@@ -15,6 +16,7 @@ Tools:
   lookup(key)               readOnlyHint: true; records nothing
   hang()                    records "started", never answers
   die(code)                 records "started", exits the process at once
+  close_stdout()            records "started", closes its stdout and keeps running
   odd_numbers()             a result with odd number spellings, written as raw text
   big(size)                 a result with a text of ``size`` bytes
   echo_meta()               echoes the request's params as text
@@ -31,6 +33,7 @@ from typing import Any
 
 EFFECTS = os.environ.get("EFFECTS_FILE")
 INTEGER_IDS = os.environ.get("EFFECTS_INTEGER_IDS") == "1"
+FINISH_ON_EOF = os.environ.get("EFFECTS_FINISH_ON_EOF") == "1"
 _out_lock = threading.Lock()
 _effects_lock = threading.Lock()
 
@@ -44,6 +47,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
     {"name": "hang", "inputSchema": {"type": "object"}},
     {"name": "die", "inputSchema": {"type": "object"}},
+    {"name": "close_stdout", "inputSchema": {"type": "object"}},
     {"name": "odd_numbers", "inputSchema": {"type": "object"}},
     {"name": "big", "inputSchema": {"type": "object"}},
     {"name": "echo_meta", "inputSchema": {"type": "object"}},
@@ -102,6 +106,10 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
     elif name == "die":
         record("started", name, args)
         os._exit(int(args.get("code", 3)))
+    elif name == "close_stdout":
+        record("started", name, args)
+        with _out_lock:
+            os.close(1)  # and never answer: the process lives on without a way to speak
     elif name == "odd_numbers":
         record("done", name, args)
         send_raw(
@@ -144,7 +152,7 @@ def handle(message: dict[str, Any]) -> None:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
     elif method == "tools/call":
-        threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=True).start()
+        threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=not FINISH_ON_EOF).start()
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": ident, "result": {}})
     else:

@@ -476,7 +476,8 @@ class Interceptor:
     def abandon(self, ident: Any, reason: str) -> list[bytes]:
         """The error reply for one request in flight that will get no answer (its exchange with the upstream
         broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
-        entry = self._in_flight.pop(id_key(ident), None)
+        key = id_key(ident)
+        entry = self._in_flight.pop(key, None) if key is not None else None
         return self._abandoned(entry, reason) if entry is not None else []
 
     def _abandoned(self, entry: _InFlight, reason: str) -> list[bytes]:

@@ -24,7 +24,8 @@ The hierarchy::
         ├── Divergence                  -32081 a different call than the one journaled at this sequence
         ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
         ├── UpstreamExited              -32083 the upstream died while the call was in flight
-        └── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
+        ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
+        └── Stopped                     -32086 the proxy shut down before the upstream answered
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -49,13 +50,18 @@ JOURNAL_WRITE_FAILED: Final = -32082
 UPSTREAM_EXITED: Final = -32083
 COLLECTED: Final = -32084
 FAILED_BY_OPERATOR: Final = -32085
+STOPPED: Final = -32086
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
-    INVALID_REQUEST: ("invalid request", "a JSON value that is not a JSON-RPC message, or a reused request id"),
+    INVALID_REQUEST: (
+        "invalid request",
+        "a JSON value that is not a JSON-RPC message, an id that is not a string, number or null, or a reused id",
+    ),
     INVALID_PARAMS: (
         "invalid params",
-        "a tools/call without a tool name, with non-object arguments, or a bad `_meta.checkpoint_seq`",
+        "a tools/call without a tool name, with arguments that are not an object or have no canonical form, "
+        "or a bad `_meta.checkpoint_seq`, `_meta.checkpoint_key` or `idempotencyKey`",
     ),
     INTERNAL_ERROR: ("internal error", "a bug in Checkpoint while routing a request; the request was not forwarded"),
     IN_DOUBT: (
@@ -78,6 +84,10 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     FAILED_BY_OPERATOR: (
         "failed (operator)",
         "replay of a call an operator resolved with `checkpoint journal resolve --failed`",
+    ),
+    STOPPED: (
+        "stopped",
+        "the proxy shut down (client EOF, or a signal) before the upstream answered; a journaled call is in doubt",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -302,6 +312,19 @@ class UpstreamExited(CallRefused):
         super().__init__(
             f"the upstream server exited ({exit_status}) while this call was in flight.{in_doubt}",
             {"reason": "upstream_exited", "workflow": workflow, "seq": seq, "tool": tool, "exit": exit_status},
+        )
+
+
+class Stopped(CallRefused):
+    """The proxy shut down before the upstream answered this request; a journaled call's row stays PENDING."""
+
+    code = STOPPED
+
+    def __init__(self, *, workflow: str | None, seq: int | None, tool: str | None, why: str) -> None:
+        in_doubt = " The call is in doubt: it may or may not have run." if seq is not None else ""
+        super().__init__(
+            f"checkpoint shut down ({why}) before the upstream answered this request.{in_doubt}",
+            {"reason": "stopped", "workflow": workflow, "seq": seq, "tool": tool, "why": why},
         )
 
 

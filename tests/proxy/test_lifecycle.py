@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED
+from checkpoint_mcp.errors import IN_DOUBT, STOPPED, UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, journal_states, pids_in_group, read_effects, server_cmd, wait_until
+from support import ProxyProcess, checkpoint_argv, journal_states, pids_in_group, read_effects, server_cmd, wait_until
 
 
 def journaled_proxy(journal: str, tmp_path: Path, upstream: str | None = None, *extra: str) -> ProxyProcess:
@@ -235,3 +236,53 @@ def test_an_upstream_that_closes_its_stdout_behind_a_waiting_shell_fails_its_cal
     assert code == 1
     assert not still_alive(tree)
     assert journal_states(journal, workflow) == {1: CallState.PENDING}
+
+
+def test_at_client_eof_a_request_the_server_silently_dropped_is_not_waited_for(tmp_path: Path) -> None:
+    with ProxyProcess("--upstream-cmd", server_cmd("effects_server.py")) as p:  # pass-through: no journal
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "silent/rejected", "params": {}})
+        p.request("ping")  # the dropped request has reached the server
+        started = time.monotonic()
+        p.proc.stdin.close()  # type: ignore[union-attr]
+        reply = p.response(1)
+        code = p.wait()
+        elapsed = time.monotonic() - started
+    assert code == 0
+    assert elapsed < 5  # not the 10 s drain, which only journaled calls wait for
+    assert reply["error"]["code"] == STOPPED
+    assert reply["error"]["data"]["why"] == "the client left"
+
+
+def test_sigterm_during_the_shutdown_drain_ends_it_promptly_and_the_call_stays_in_doubt(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with journaled_proxy(journal, tmp_path) as p:
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
+        p.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "send_email", "arguments": {}}})
+        p.response(2)
+        wait_until(lambda: len(read_effects(tmp_path / "effects.jsonl")) == 2, what="hang started")
+        p.proc.stdin.close()  # type: ignore[union-attr]  # as the Python SDK's client does: EOF, then SIGTERM
+        time.sleep(0.5)  # the drain is waiting for the hanging call
+        started = time.monotonic()
+        p.proc.send_signal(signal.SIGTERM)
+        reply = p.response(1)
+        code = p.wait()
+        elapsed = time.monotonic() - started
+    assert code == 128 + signal.SIGTERM
+    assert elapsed < 2.5  # the SDK's client SIGKILLs 2 s after its SIGTERM
+    assert reply["error"]["code"] == STOPPED
+    assert reply["error"]["data"]["seq"] == 1
+    assert journal_states(journal, workflow) == {1: CallState.PENDING, 2: CallState.COMPLETED}
+
+
+def test_a_proxy_whose_stdin_is_dev_null_exits_at_once(tmp_path: Path) -> None:
+    with open(os.devnull, "rb") as null:
+        done = subprocess.run(
+            checkpoint_argv("--upstream-cmd", server_cmd("effects_server.py")),
+            stdin=null,
+            capture_output=True,
+            timeout=15,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b""

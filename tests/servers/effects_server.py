@@ -153,6 +153,8 @@ def handle(message: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
     elif method == "tools/call":
         threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=not FINISH_ON_EOF).start()
+    elif method.startswith("silent/"):
+        pass  # dropped without an answer, as a server with strict schemas drops a request it rejects
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": ident, "result": {}})
     else:

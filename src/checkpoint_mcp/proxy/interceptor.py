@@ -27,6 +27,7 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalLost,
     JournalWriteFailed,
+    Stopped,
     UpstreamExited,
 )
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
@@ -149,6 +150,10 @@ class Interceptor:
     def outstanding(self) -> int:
         """Requests from the client still waiting for an answer (cancelled ones excluded)."""
         return sum(1 for entry in self._in_flight.values() if not entry.cancelled)
+
+    def journaled_outstanding(self) -> int:
+        """Journaled calls still waiting for their answer (cancelled ones excluded): what a shutdown waits for."""
+        return sum(1 for entry in self._in_flight.values() if entry.claimed is not None and not entry.cancelled)
 
     # ---- client -> upstream -------------------------------------------------------------------------------
 
@@ -470,6 +475,24 @@ class Interceptor:
         out: list[bytes] = []
         for entry in list(self._in_flight.values()):
             out.extend(self._abandoned(entry, exit_status))
+        self._in_flight.clear()
+        return out
+
+    def stopped(self, why: str) -> list[bytes]:
+        """At shutdown: error replies for every request still in flight (journaled calls stay PENDING)."""
+        out: list[bytes] = []
+        for entry in list(self._in_flight.values()):
+            claimed = entry.claimed
+            if claimed is not None and self._calls is not None:
+                self._calls.finished(claimed)
+            if not entry.cancelled:
+                refusal = Stopped(
+                    workflow=claimed.workflow if claimed else None,
+                    seq=claimed.seq if claimed else None,
+                    tool=claimed.tool if claimed else None,
+                    why=why,
+                )
+                out.append(error_line(entry.ident, refusal.to_error()))
         self._in_flight.clear()
         return out
 

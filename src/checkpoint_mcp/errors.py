@@ -121,15 +121,22 @@ class JournalCorrupt(JournalError):
 
 
 class JournalVersionError(JournalError):
-    """The journal was written by a newer Checkpoint; it is refused and left untouched."""
+    """The journal was written by a newer Checkpoint (or, for an operator command, an older one); left untouched."""
 
     def __init__(self, found: int, supported: int) -> None:
         self.found = found
         self.supported = supported
-        super().__init__(
-            f"the journal has schema version {found}, newer than this Checkpoint supports ({supported}); "
-            "upgrade Checkpoint to open it (the file was not modified)"
-        )
+        if found > supported:
+            message = (
+                f"the journal has schema version {found}, newer than this Checkpoint supports ({supported}); "
+                "upgrade Checkpoint to open it (the file was not modified)"
+            )
+        else:
+            message = (
+                f"the journal has schema version {found}, older than this Checkpoint's ({supported}), and operator "
+                "commands never convert a journal; start the proxy on it once to migrate it (it was not modified)"
+            )
+        super().__init__(message)
 
 
 class WorkflowOwned(JournalError):

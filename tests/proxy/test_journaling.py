@@ -94,7 +94,7 @@ def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(
     assert data["received"]["arguments"] == {"to": "eve", "subject": "hi"}
     assert data["difference"] == ['arguments.to: "ann" → "eve"']
     assert data["journaled"]["at"].endswith("Z")
-    target = f"--journal {shlex.quote(default_location(journal))} {shlex.quote(workflow)}"
+    target = f"--journal {shlex.quote(default_location(journal))}"  # the default workflow goes without saying
     assert data["resolve"]["release"] == f"checkpoint journal resolve {target} 1 --release"
     assert data["resolve"]["show"] == f"checkpoint journal show {target} --seq 1"
 

@@ -83,6 +83,10 @@ _HOSTILE: dict[str, Any] = {
     "not utf-8": lambda n: (b'{"jsonrpc":"2.0","id":1,"method":"ping","x":"\xff"}', (None, PARSE_ERROR)),
     "not a message": lambda n: (b"[]" if n % 2 else b"42", (None, INVALID_REQUEST)),
     "batch": lambda n: (json.dumps([{**_TOOLS_CALL, "id": n}]).encode(), (None, INVALID_REQUEST)),
+    "deep batch": lambda n: (
+        f'[{{"jsonrpc":"2.0","id":{n},"method":"tools/call","a":{_DEEP}}}]'.encode(),
+        (None, INVALID_REQUEST),
+    ),
     # Notifications: no answer. A tools/call without an id is dropped (it could never be answered).
     "call without id": lambda n: (json.dumps(_TOOLS_CALL).encode(), None),
     "cancel of nothing": lambda n: (

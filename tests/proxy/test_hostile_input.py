@@ -146,3 +146,20 @@ def test_an_id_written_as_a_float_is_matched_to_the_integer_a_javascript_server_
     assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
     assert closed_in < 5
     assert extra == 1  # only the end-of-stream marker: no second, false "upstream exited" error
+
+
+def test_a_batch_too_deep_to_read_whole_is_refused_and_its_call_never_runs(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with effects_proxy(journal, tmp_path) as p:
+        p.send_raw(b"[" + nested(1000) + b"]\n")  # a tools/call inside a batch, too deep for the parser
+        refused = json.loads(p.recv_line())
+        p.send_raw(b"[]\n")  # an empty batch is an invalid request (JSON-RPC 2.0)
+        empty = json.loads(p.recv_line())
+        p.close()
+    for reply in (refused, empty):
+        assert reply["id"] is None
+        assert reply["error"]["code"] == INVALID_REQUEST
+    assert "batch" in refused["error"]["message"]
+    assert done_count(tmp_path / "effects.jsonl") == 0
+    assert journal_states(journal, workflow) == {}

@@ -292,14 +292,18 @@ class Interceptor:
                 # A tools/call without an id cannot be answered, so it could run unseen: never forward it.
                 logger.warning("dropped a tools/call without an id: it cannot be answered or journaled")
                 return False
-        elif kind is Kind.BATCH and self._journal is not None and _batch_has_tool_call(message.body):
+        elif kind is Kind.BATCH and self._journal is not None and (message.deep or _batch_has_tool_call(message.body)):
+            # A batch too deep to read whole might hold a tools/call: it would run unjournaled.
             error = {
                 "code": INVALID_REQUEST,
                 "message": "JSON-RPC batches containing tools/call cannot be journaled; send one message per line",
             }
             out.to_client.append(error_line(None, error))
             return False
-        elif kind is Kind.OTHER and not isinstance(message.body, dict):
+        elif (kind is Kind.BATCH and not message.body and not message.deep) or (
+            kind is Kind.OTHER and not isinstance(message.body, dict)
+        ):
+            # An empty batch is an invalid request (JSON-RPC 2.0), answered once like any other.
             out.to_client.append(
                 error_line(None, {"code": INVALID_REQUEST, "message": "invalid request: not a JSON-RPC message"})
             )

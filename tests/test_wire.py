@@ -6,7 +6,17 @@ import json
 
 import pytest
 
-from checkpoint_mcp.wire import Kind, WireParseError, classify, id_key, member_text, raw_response_line, set_member
+from checkpoint_mcp.wire import (
+    TOO_DEEP,
+    Kind,
+    WireParseError,
+    classify,
+    id_key,
+    member_text,
+    raw_response_line,
+    set_member,
+    skip_value,
+)
 
 
 @pytest.mark.parametrize(
@@ -34,8 +44,16 @@ def test_a_line_that_is_not_json_raises_a_parse_error(line: bytes) -> None:
         classify(line)
 
 
-def test_ids_that_python_thinks_equal_stay_apart() -> None:
-    assert len({id_key(1), id_key(1.0), id_key("1"), id_key(True)}) == 4
+def test_equal_numbers_are_one_id_and_strings_stay_apart() -> None:
+    assert id_key(1) == id_key(1.0) == id_key(json.loads("1e0"))
+    assert id_key(100) == id_key(json.loads("1e2"))
+    assert id_key(1) != id_key("1")
+    assert id_key(None) != id_key("null")
+
+
+@pytest.mark.parametrize("ident", [True, False, {"a": 1}, [1], float("nan"), float("inf")])
+def test_values_that_cannot_be_json_rpc_ids_have_no_key(ident: object) -> None:
+    assert id_key(ident) is None
 
 
 def test_set_member_replaces_one_value_and_keeps_every_other_byte() -> None:
@@ -81,3 +99,27 @@ def test_member_text_returns_the_exact_original_spelling() -> None:
 def test_a_raw_response_line_embeds_the_stored_text_unchanged() -> None:
     line = raw_response_line("abc", "result", '{"n":1.10}')
     assert line == b'{"jsonrpc":"2.0","id":"abc","result":{"n":1.10}}\n'
+
+
+def test_a_line_too_deep_for_the_parser_still_yields_its_envelope() -> None:
+    deep = "[" * 5000 + "]" * 5000
+    message = classify(f'{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"arguments":{deep}}}}}'.encode())
+    assert (message.kind, message.method, message.id, message.deep) == (Kind.REQUEST, "tools/call", 7, True)
+    assert message.params is TOO_DEEP
+    assert member_text(f'{{"result":{deep},"id":1}}', ("id",)) == "1"
+
+
+@pytest.mark.parametrize("line", ["[" * 5000 + "]" * 4999, "[" * 5000 + "]" * 5001, '{"a":' + "[" * 5000 + "}"])
+def test_a_line_too_deep_for_the_parser_that_is_not_json_is_a_parse_error(line: str) -> None:
+    with pytest.raises(WireParseError):
+        classify(line.encode())
+
+
+@pytest.mark.parametrize("text", ['{"a":[1,{"b":[]}],"c":"x"}', "[]", "[1, 2 ,[3]]", '"s"', '{ "k" : { } }'])
+def test_skip_value_ends_where_the_parser_ends(text: str) -> None:
+    assert skip_value(text + " tail", 0) == len(text)
+
+
+def test_a_reply_line_to_a_lone_surrogate_id_is_valid_utf8() -> None:
+    line = raw_response_line("\ud800", "result", "{}")
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": "\ud800", "result": {}}

@@ -285,7 +285,7 @@ def _opened(location: str) -> Iterator[Journal]:
     from checkpoint_mcp.journal import open_journal
 
     try:
-        journal = open_journal(location)
+        journal = open_journal(location, create=False)  # an operator command never creates or converts one
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
@@ -315,15 +315,32 @@ def journal_ls(location: str, as_json: bool) -> None:
         click.echo(report.render_ls(summaries))
 
 
+def _seq_type() -> click.IntRange:
+    from checkpoint_mcp.journal.base import MAX_SEQ
+
+    return click.IntRange(1, MAX_SEQ)  # what the journal's 64-bit columns can hold
+
+
+def _workflow(location: str, workflow: str | None) -> str:
+    """The WORKFLOW argument, by default the proxy's default for this journal (its path, or its URL)."""
+    from checkpoint_mcp.journal import default_workflow_id
+
+    return workflow if workflow is not None else default_workflow_id(location)
+
+
 @journal_group.command("show")
 @_journal_option
 @_json_option
-@click.argument("workflow")
-@click.option("--seq", type=click.IntRange(min=1), help="Show this one call in full.")
-def journal_show(location: str, as_json: bool, workflow: str, seq: int | None) -> None:
-    """Show the timeline of WORKFLOW's calls, or one call in full with --seq."""
+@click.argument("workflow", required=False)
+@click.option("--seq", type=_seq_type(), help="Show this one call in full.")
+def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | None) -> None:
+    """Show the timeline of WORKFLOW's calls, or one call in full with --seq.
+
+    WORKFLOW defaults to the proxy's default workflow for this journal (the journal's path, or its URL).
+    """
     from checkpoint_mcp.journal import operations, report
 
+    workflow = _workflow(location, workflow)
     with _opened(location) as journal:
         summary, calls, resolutions = operations.describe(journal, workflow)
     if seq is not None:
@@ -354,8 +371,7 @@ def journal_show(location: str, as_json: bool, workflow: str, seq: int | None) -
 
 @journal_group.command("resolve")
 @_journal_option
-@click.argument("workflow")
-@click.argument("seq", type=click.IntRange(min=1))
+@click.argument("target", nargs=-1, required=True, metavar="[WORKFLOW] SEQ")
 @click.option("--completed", is_flag=True, help="It ran: replays return the result in --result-file.")
 @click.option("--result-file", type=click.File("r"), help="JSON object: the tools/call result to record.")
 @click.option("--failed", is_flag=True, help="It failed: replays return an error with --message.")
@@ -363,8 +379,7 @@ def journal_show(location: str, as_json: bool, workflow: str, seq: int | None) -
 @click.option("--release", is_flag=True, help="Forget it: the next call at this sequence runs again.")
 def journal_resolve(
     location: str,
-    workflow: str,
-    seq: int,
+    target: tuple[str, ...],
     completed: bool,
     result_file: IO[str] | None,
     failed: bool,
@@ -373,9 +388,19 @@ def journal_resolve(
 ) -> None:
     """Record what happened to the in-doubt (PENDING) or FAILED call SEQ of WORKFLOW, with an audit record.
 
-    Refused while a live proxy owns the workflow.
+    WORKFLOW defaults to the proxy's default workflow for this journal. Refused while a live proxy owns the
+    workflow.
     """
     from checkpoint_mcp.journal import operations
+
+    if len(target) > 2:
+        raise click.UsageError("give [WORKFLOW] SEQ")
+    from checkpoint_mcp.journal.base import MAX_SEQ
+
+    seq = int(target[-1]) if target[-1].isdigit() else 0
+    if not 1 <= seq <= MAX_SEQ:
+        raise click.BadParameter(f"{target[-1]!r} is not an integer from 1 to {MAX_SEQ}", param_hint="SEQ")
+    workflow = _workflow(location, target[0] if len(target) == 2 else None)
 
     if completed != (result_file is not None):
         raise click.UsageError("--completed and --result-file go together")
@@ -394,11 +419,12 @@ def journal_resolve(
 
 @journal_group.command("export")
 @_journal_option
-@click.argument("workflow")
-def journal_export(location: str, workflow: str) -> None:
-    """Print WORKFLOW's calls and resolutions as JSON lines."""
+@click.argument("workflow", required=False)
+def journal_export(location: str, workflow: str | None) -> None:
+    """Print WORKFLOW's calls and resolutions as JSON lines (by default, the journal's default workflow)."""
     from checkpoint_mcp.journal import operations, report
 
+    workflow = _workflow(location, workflow)
     with _opened(location) as journal:
         _, calls, resolutions = operations.describe(journal, workflow)
     for record in calls:

@@ -26,7 +26,8 @@ The hierarchy::
         ├── UpstreamExited              -32083 the upstream died while the call was in flight
         ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
         ├── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
-        └── UpstreamRefused             -32087 a remote upstream refused the request over HTTP before running it
+        ├── UpstreamRefused             -32087 a remote upstream refused the request over HTTP before running it
+        └── Stopped                     -32088 the proxy shut down before the upstream answered
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -53,13 +54,18 @@ COLLECTED: Final = -32084
 FAILED_BY_OPERATOR: Final = -32085
 STILL_IN_FLIGHT: Final = -32086
 UPSTREAM_REFUSED: Final = -32087
+STOPPED: Final = -32088
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
-    INVALID_REQUEST: ("invalid request", "a JSON value that is not a JSON-RPC message, or a reused request id"),
+    INVALID_REQUEST: (
+        "invalid request",
+        "a JSON value that is not a JSON-RPC message, an id that is not a string, number or null, or a reused id",
+    ),
     INVALID_PARAMS: (
         "invalid params",
-        "a tools/call without a tool name, with non-object arguments, or a bad `_meta.checkpoint_seq`",
+        "a tools/call without a tool name, with arguments that are not an object or have no canonical form, "
+        "or a bad `_meta.checkpoint_seq`, `_meta.checkpoint_key` or `idempotencyKey`",
     ),
     INTERNAL_ERROR: ("internal error", "a bug in Checkpoint while routing a request; the request was not forwarded"),
     IN_DOUBT: (
@@ -90,6 +96,10 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     UPSTREAM_REFUSED: (
         "upstream refused",
         "a remote upstream refused the request over HTTP before running it (see docs/remote.md); a call is FAILED",
+    ),
+    STOPPED: (
+        "stopped",
+        "the proxy shut down (client EOF, or a signal) before the upstream answered; a journaled call is in doubt",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -123,15 +133,22 @@ class JournalCorrupt(JournalError):
 
 
 class JournalVersionError(JournalError):
-    """The journal was written by a newer Checkpoint; it is refused and left untouched."""
+    """The journal was written by a newer Checkpoint (or, for an operator command, an older one); left untouched."""
 
     def __init__(self, found: int, supported: int) -> None:
         self.found = found
         self.supported = supported
-        super().__init__(
-            f"the journal has schema version {found}, newer than this Checkpoint supports ({supported}); "
-            "upgrade Checkpoint to open it (the file was not modified)"
-        )
+        if found > supported:
+            message = (
+                f"the journal has schema version {found}, newer than this Checkpoint supports ({supported}); "
+                "upgrade Checkpoint to open it (the file was not modified)"
+            )
+        else:
+            message = (
+                f"the journal has schema version {found}, older than this Checkpoint's ({supported}), and operator "
+                "commands never convert a journal; start the proxy on it once to migrate it (it was not modified)"
+            )
+        super().__init__(message)
 
 
 class WorkflowOwned(JournalError):
@@ -335,6 +352,19 @@ class UpstreamRefused(CallRefused):
         super().__init__(
             f"the remote upstream {how}: the request was not run",
             {"reason": "upstream_refused", "status": status, "detail": reason},
+        )
+
+
+class Stopped(CallRefused):
+    """The proxy shut down before the upstream answered this request; a journaled call's row stays PENDING."""
+
+    code = STOPPED
+
+    def __init__(self, *, workflow: str | None, seq: int | None, tool: str | None, why: str) -> None:
+        in_doubt = " The call is in doubt: it may or may not have run." if seq is not None else ""
+        super().__init__(
+            f"checkpoint shut down ({why}) before the upstream answered this request.{in_doubt}",
+            {"reason": "stopped", "workflow": workflow, "seq": seq, "tool": tool, "why": why},
         )
 
 

@@ -4,15 +4,19 @@ MCP over stdio is newline-delimited JSON. The relay forwards the original bytes 
 parses a line only to say what it is. When the proxy must change a message (the server identity in the
 handshake, the journal's ``_meta`` on a tools/call result), ``set_member`` splices the new value into the
 original text, so every other byte of the message, odd number spellings and unknown fields included, is kept.
+
+Every line is judged on its own and nothing here fails on a hostile one: a line nested too deeply for the JSON
+parser still yields its envelope (``Message.deep``), and every reply line can be encoded, whatever its id holds.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _decoder = json.JSONDecoder()
@@ -35,14 +39,32 @@ class WireParseError(ValueError):
     """The line is not valid JSON (or not UTF-8)."""
 
 
+class _TooDeep:
+    """Stands for a member nested too deeply to parse (see ``Message.deep``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TOO_DEEP"
+
+
+TOO_DEEP: Final = _TooDeep()
+"""The value of a member of ``Message.body`` that was nested too deeply for the JSON parser."""
+
+
 class Message(NamedTuple):
-    """One classified line. ``body`` is the parsed value; ``id`` is meaningful only when ``has_id``."""
+    """One classified line. ``body`` is the parsed value; ``id`` is meaningful only when ``has_id``.
+
+    ``deep`` is True when the line is valid JSON nested too deeply for the parser (about 1,000 levels): its
+    top-level members are parsed one by one and those still too deep are ``TOO_DEEP``.
+    """
 
     kind: Kind
     body: Any
     method: str | None = None
     id: Any = None
     has_id: bool = False
+    deep: bool = False
 
     @property
     def params(self) -> Any:
@@ -58,35 +80,154 @@ def classify(line: bytes | str) -> Message:
     """
     try:
         body = json.loads(line)
+    except RecursionError:
+        return _classify_deep(line)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise WireParseError(str(exc)) from exc
+    return _message(body)
+
+
+def _message(body: Any, deep: bool = False) -> Message:
     if isinstance(body, list):
-        return Message(Kind.BATCH, body)
+        return Message(Kind.BATCH, body, deep=deep)
     if not isinstance(body, dict):
-        return Message(Kind.OTHER, body)
+        return Message(Kind.OTHER, body, deep=deep)
     has_id = "id" in body
     ident = body.get("id")
     method = body.get("method")
     if isinstance(method, str):
-        return Message(Kind.REQUEST if has_id else Kind.NOTIFICATION, body, method, ident, has_id)
+        return Message(Kind.REQUEST if has_id else Kind.NOTIFICATION, body, method, ident, has_id, deep)
     if has_id and ("result" in body or "error" in body):
-        return Message(Kind.RESPONSE, body, None, ident, True)
-    return Message(Kind.OTHER, body, None, ident, has_id)
+        return Message(Kind.RESPONSE, body, None, ident, True, deep)
+    return Message(Kind.OTHER, body, None, ident, has_id, deep)
 
 
-def id_key(ident: Any) -> tuple[str, Any]:
-    """A hashable key for a JSON-RPC id that keeps 1, 1.0, "1" and true apart."""
-    return (type(ident).__name__, ident)
+def _classify_deep(line: bytes | str) -> Message:
+    """Classify valid JSON too deep for the recursive parser: its envelope, member by member.
+
+    Raises:
+        WireParseError: the line is not valid JSON.
+    """
+    try:
+        text = line.decode() if isinstance(line, bytes) else line
+        start = _skip_ws(text, 0)
+        end = _skip_ws(text, skip_value(text, start))
+    except (ValueError, RecursionError) as exc:
+        raise WireParseError(str(exc) or "invalid JSON") from exc
+    if end != len(text):
+        raise WireParseError(f"extra data at {end}")
+    if text[start] != "{":
+        return _message([] if text[start] == "[" else None, deep=True)
+    members, _ = object_members(text, start)
+    body: dict[str, Any] = {}
+    for key, (value_start, value_end) in members.items():
+        try:
+            body[key] = json.loads(text[value_start:value_end])
+        except RecursionError:
+            body[key] = TOO_DEEP
+    return _message(body, deep=True)
+
+
+def skip_value(text: str, pos: int) -> int:
+    """The index just after the JSON value starting at ``pos``, found without recursion (any depth).
+
+    Raises:
+        ValueError: there is no well-formed JSON value at ``pos``.
+    """
+    closers: list[str] = []
+    while True:
+        pos = _skip_ws(text, pos)
+        char = text[pos : pos + 1]
+        if char in ("{", "["):
+            closers.append("}" if char == "{" else "]")
+            pos = _skip_ws(text, pos + 1)
+            if text[pos : pos + 1] != closers[-1]:
+                if char == "{":
+                    pos = _member_name(text, pos)
+                continue  # the first value inside
+            closers.pop()
+            pos += 1
+        else:
+            try:
+                _, pos = _scan_value(text, pos)  # a scalar: the scanner does not recurse for those
+            except StopIteration as exc:
+                raise ValueError(f"expected a value at {pos}") from exc
+        pos, more = _after_value(text, pos, closers)
+        if not more:
+            return pos
+
+
+def _after_value(text: str, pos: int, closers: list[str]) -> tuple[int, bool]:
+    """Past the closing brackets after a value: (where the next value starts, True), or (the end, False).
+
+    Raises:
+        ValueError: neither a comma nor the expected bracket follows.
+    """
+    while closers:
+        pos = _skip_ws(text, pos)
+        char = text[pos : pos + 1]
+        if char == ",":
+            pos += 1
+            return (_member_name(text, _skip_ws(text, pos)) if closers[-1] == "}" else pos), True
+        if char != closers[-1]:
+            raise ValueError(f"expected ',' or {closers[-1]!r} at {pos}")
+        closers.pop()
+        pos += 1
+    return pos, False
+
+
+def _member_name(text: str, pos: int) -> int:
+    """Past ``"name":`` at ``pos`` (white space included).
+
+    Raises:
+        ValueError: no member name there.
+    """
+    if text[pos : pos + 1] != '"':
+        raise ValueError(f"expected a member name at {pos}")
+    _, pos = _scan_string(text, pos + 1)
+    pos = _skip_ws(text, pos)
+    if text[pos : pos + 1] != ":":
+        raise ValueError(f"expected ':' at {pos}")
+    return pos + 1
+
+
+def id_key(ident: Any) -> tuple[str, Any] | None:
+    """A hashable key for a JSON-RPC id, or None if the value cannot be one.
+
+    An id is a string, a number or null (JSON-RPC 2.0). Equal numbers are the same id, however they are
+    spelled (``1``, ``1.0``, ``1e0``: many servers answer ``1.0`` with ``1``); strings and numbers stay apart.
+    Objects, arrays, booleans and non-finite numbers are not ids.
+    """
+    kind = type(ident)
+    if kind is str:
+        return ("s", ident)
+    if kind is int:
+        return ("n", ident)  # 1 == 1.0 and hash(1) == hash(1.0): equal numbers share the key
+    if kind is float:
+        return ("n", ident) if math.isfinite(ident) else None
+    if ident is None:
+        return ("null", None)
+    return None
 
 
 def encode(obj: Any) -> bytes:
-    """Serialise one message as a compact JSON line."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """Serialise one message as a compact JSON line (a lone surrogate is written as its ``\\u`` escape)."""
+    return dumps(obj).encode() + b"\n"
 
 
 def dumps(obj: Any) -> str:
-    """Compact JSON text of a value (no newline)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON text of a value (no newline) that always encodes as UTF-8.
+
+    Characters are written as themselves, except when the value holds a lone surrogate (a JSON string may
+    escape one; UTF-8 cannot carry it): then the text is ASCII with ``\\u`` escapes, which reads back the same.
+    """
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(obj, separators=(",", ":"))
+    return text
 
 
 def error_line(ident: Any, error: dict[str, Any]) -> bytes:
@@ -132,6 +273,8 @@ def object_members(text: str, pos: int) -> tuple[dict[str, tuple[int, int]], int
             _, end = _scan_value(text, start)
         except StopIteration as exc:
             raise ValueError(f"expected a value at {start}") from exc
+        except RecursionError:
+            end = skip_value(text, start)
         members[key] = (start, end)
         pos = _skip_ws(text, end)
         delimiter = text[pos : pos + 1]

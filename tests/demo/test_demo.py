@@ -19,6 +19,11 @@ def test_the_demo_crashes_restarts_reconciles_and_runs_no_side_effect_twice(tmp_
     assert "refused, divergence: arguments.cents: 4200 → 9900" in out
     assert "refused, in doubt" in out
     assert "checkpoint journal resolve" in out
+    assert "{'" not in out  # the in-doubt error's commands are shown as commands, not as a Python dict
+    commands = [line.strip() for line in out.splitlines() if line.strip().startswith("$ checkpoint journal resolve")]
+    assert len(commands) == 4  # completed, failed, release, and the operator's own in act 3
+    for command in commands:
+        assert command.count(str(tmp_path / "journal.db")) == 1  # the default workflow is not repeated
     assert "resolved as completed (was PENDING)" in out
     act3 = out.split("Act 3")[1]
     assert act3.count("replayed from the journal") == 4

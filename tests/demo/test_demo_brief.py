@@ -21,7 +21,7 @@ def test_the_demo_ends_with_the_brief_that_joins_the_goal_and_next_steps_with_th
     doubt = epilogue.split("### ⚠ In doubt")[1].split("### Done since")[0]
     assert '- #3 `send_email` `{"to":"bob@example.com","subject":"Your invoice"}`' in doubt
     journal = tmp_path.resolve() / "journal.db"
-    assert f"checkpoint journal resolve --journal {journal} {journal} 3 --completed" in doubt
+    assert f"checkpoint journal resolve --journal {journal} 3 --completed" in doubt  # its default workflow
     since = epilogue.split("### Done since the checkpoint")[1]
     assert '- #1 `send_email` `{"to":"alice@example.com","subject":"Your order has shipped"}` ✓' in since
     assert '- #2 `charge_card` `{"customer":"alice","cents":4200}` ✓' in since

@@ -236,3 +236,61 @@ def test_gc_keeps_recent_calls_and_skips_live_workflows(journal: str, tmp_path: 
     bad = cli(journal, "gc", "--older-than", "soon", check=False)
     assert bad.returncode == 2
     assert "cannot read duration" in bad.stderr
+
+
+def test_operator_commands_never_create_a_journal_at_a_mistyped_location(journal: str, tmp_path: Path) -> None:
+    for args in (
+        ("ls",),
+        ("show", "wf"),
+        ("export",),
+        ("gc", "--older-than", "1d"),
+        ("resolve", "wf", "1", "--release"),
+    ):
+        done = cli(journal, *args, check=False)
+        assert done.returncode == 1, args
+        assert "it never creates one" in done.stderr
+        assert "Traceback" not in done.stderr
+    if journal.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(journal) as conn:
+            tables = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'")
+            assert tables.fetchone() == (0,)
+    else:
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_operator_commands_refuse_an_empty_file_and_leave_it_untouched(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    done = cli(str(empty), "ls", check=False)
+    assert done.returncode == 1
+    assert "is not a Checkpoint journal" in done.stderr
+    assert empty.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_a_sequence_beyond_64_bits_is_a_usage_error_not_a_traceback(journal: str, tmp_path: Path) -> None:
+    in_doubt_call(journal, tmp_path)
+    for args in (("resolve", "wf", "1180591620717411303424", "--release"), ("show", "wf", "--seq", str(2**64))):
+        done = cli(journal, *args, check=False)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "9223372036854775807" in done.stderr
+
+
+def test_the_workflow_argument_defaults_to_the_journals_default_workflow(journal: str, tmp_path: Path) -> None:
+    with effects_proxy(journal, tmp_path, trigger="after_upstream_reply") as p:  # no --workflow-id
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "send_email", "arguments": {}}})
+        assert p.wait() == -9
+    with effects_proxy(journal, tmp_path) as p:
+        refused = p.call("send_email", {}, seq=1)
+        p.close()
+    release = refused["error"]["data"]["resolve"]["release"]
+    assert release.startswith("checkpoint journal resolve --journal ")
+    assert release.split()[-2:] == ["1", "--release"]  # no workflow argument: it is the journal's default
+    assert len(release.split()) == 7
+    shown = cli(journal, "show")
+    assert "PENDING" in shown.stdout
+    done = cli(journal, "resolve", "1", "--release")
+    assert "resolved as released" in done.stdout

@@ -94,7 +94,7 @@ def test_a_different_call_at_a_journaled_sequence_is_refused_as_a_divergence(
     assert data["received"]["arguments"] == {"to": "eve", "subject": "hi"}
     assert data["difference"] == ['arguments.to: "ann" → "eve"']
     assert data["journaled"]["at"].endswith("Z")
-    target = f"--journal {shlex.quote(default_location(journal))} {shlex.quote(workflow)}"
+    target = f"--journal {shlex.quote(default_location(journal))}"  # the default workflow goes without saying
     assert data["resolve"]["release"] == f"checkpoint journal resolve {target} 1 --release"
     assert data["resolve"]["show"] == f"checkpoint journal show {target} --seq 1"
 
@@ -290,3 +290,42 @@ def test_without_a_journal_nothing_is_journaled_and_results_are_untouched(tmp_pa
     assert done_count(effects) == 2  # pass-through: no journal, no replay
     assert again["result"] == first["result"]
     assert list(tmp_path.glob("*.db")) == []
+
+
+@pytest.mark.parametrize("bad", [2**53, 2**63 - 1, 2**63, 2**70])
+def test_a_checkpoint_seq_beyond_two_to_the_53_is_invalid_params_and_the_cursor_does_not_move(
+    journal: str, effects: Path, workflow: str, bad: int
+) -> None:
+    with proxy(journal, effects) as p:
+        refused = p.call("send_email", {"to": "x"}, seq=bad)
+        first = p.call("send_email", {"to": "a"})
+        p.close()
+    with proxy(journal, effects) as p:  # a later proxy on the workflow is not stopped either
+        second = p.call("send_email", {"to": "b"})
+        edge = p.call("send_email", {"to": "c"}, seq=2**53 - 1)
+        p.close()
+    assert refused["error"]["code"] == INVALID_PARAMS
+    assert refused["error"]["data"]["reason"] == "invalid_checkpoint_seq"
+    assert first["result"]["_meta"]["checkpoint/journal"]["seq"] == 1
+    assert second["result"]["_meta"]["checkpoint/journal"]["seq"] == 2
+    assert edge["result"]["_meta"]["checkpoint/journal"]["seq"] == 2**53 - 1
+    assert [r.seq for r in rows(journal)] == [1, 2, 2**53 - 1]
+
+
+def test_a_row_at_the_top_of_the_64_bit_range_written_by_an_older_checkpoint_does_not_stop_the_cursor(
+    journal: str, effects: Path, workflow: str
+) -> None:
+    from checkpoint_mcp.journal import open_journal
+
+    old = open_journal(journal)
+    try:
+        unit = old.unit()
+        unit.reserve(old.lineage(workflow).head, 2**63 - 1, "send_email", "{}", "0" * 64)
+        unit.commit()
+    finally:
+        old.close()
+    with proxy(journal, effects) as p:
+        after = p.call("send_email", {"to": "a"})
+        p.close()
+    assert after["result"]["_meta"]["checkpoint/journal"]["seq"] == 1
+    assert {r.seq: r.state for r in rows(journal)} == {1: CallState.COMPLETED, 2**63 - 1: CallState.PENDING}

@@ -163,6 +163,60 @@ def test_keys_must_be_short_non_empty_strings(journal: str, tmp_path: Path) -> N
     assert "result" in ok
 
 
+def standard_keyed(p: ProxyProcess, name: str, arguments: dict[str, Any], key: Any) -> dict[str, Any]:
+    """A tools/call keyed the way MCP's request-idempotency proposal (SEP-3182) puts it: ``params.idempotencyKey``."""
+    return p.request("tools/call", {"name": name, "arguments": arguments, "idempotencyKey": key})
+
+
+def test_an_idempotency_key_in_params_means_what_checkpoint_key_means(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as p:
+        first = standard_keyed(p, "send_email", {"to": "ann"}, "order-7")
+        failed = standard_keyed(p, "fail", {"reason": "no"}, "order-8")
+        seen = standard_keyed(p, "echo_meta", {}, "order-9")
+        p.close()
+    with start(journal, tmp_path) as p:
+        replay = standard_keyed(p, "send_email", {"to": "ann"}, "order-7")
+        same_key_in_meta = keyed(p, "send_email", {"to": "ann"}, "order-7")
+        failed_again = standard_keyed(p, "fail", {"reason": "no"}, "order-8")
+        diverged = standard_keyed(p, "send_email", {"to": "eve"}, "order-7")
+        conflict = p.request(
+            "tools/call",
+            {"name": "send_email", "arguments": {}, "idempotencyKey": "a", "_meta": {"checkpoint_key": "b"}},
+        )
+        bad = [standard_keyed(p, "send_email", {}, key) for key in ("", 7, "k" * 257, "\ud800")]
+        p.close()
+    assert first["result"]["_meta"]["checkpoint/journal"]["seq"] == 1
+    assert replay["result"]["_meta"]["checkpoint/journal"] == {"workflow": "wf", "seq": 1, "replayed": True}
+    assert same_key_in_meta["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
+    assert failed_again["error"] == failed["error"]
+    assert diverged["error"]["code"] == DIVERGENCE
+    assert conflict["error"]["data"]["reason"] == "conflicting_keys"
+    for reply in bad:
+        assert reply["error"]["code"] == INVALID_PARAMS
+        assert reply["error"]["data"]["reason"] == "invalid_idempotency_key"
+    assert '"idempotencyKey": "order-9"' in seen["result"]["content"][0]["text"]  # the upstream sees it too
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 1
+    assert done_count(tmp_path / "effects.jsonl", "fail") == 1
+
+
+def test_a_call_with_an_idempotency_key_in_flight_at_a_crash_is_in_doubt(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path, trigger="after_pending_commit") as p:
+        p.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "send_email", "arguments": {"to": "x"}, "idempotencyKey": "k"},
+            }
+        )
+        assert p.wait() == -9
+    with start(journal, tmp_path) as p:
+        again = standard_keyed(p, "send_email", {"to": "x"}, "k")
+        p.close()
+    assert again["error"]["code"] == IN_DOUBT
+    assert done_count(tmp_path / "effects.jsonl") == 0
+
+
 # ---- replay from start ------------------------------------------------------------------------------------
 
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from support import ProxyProcess, server_cmd, wait_until
+from checkpoint_mcp.journal.base import CallState
+
+from support import ProxyProcess, effects_proxy, journal_states, server_cmd, wait_until
 
 CLIENT_LINES = [
     # requests with odd spellings, unknown envelope fields, vendor methods
@@ -99,3 +101,31 @@ def test_messages_of_tens_of_mebibytes_pass_both_ways(tmp_path: Path) -> None:
         reply = p.call("big", {"size": size, "payload": big_argument}, timeout=120)
         p.close(timeout=60)
     assert len(reply["result"]["content"][0]["text"]) == size
+
+
+def test_every_result_that_names_the_server_in_meta_names_ours_fresh_or_replayed(journal: str, tmp_path: Path) -> None:
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl"), "EFFECTS_SERVER_INFO_META": "1"}
+    args = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--name", "mine", "--version", "9")
+    with ProxyProcess(*args, env=env) as p:
+        results = [
+            p.request("server/discover", {})["result"],
+            p.request("tools/list", {})["result"],
+            p.request("ping")["result"],
+            p.call("send_email", {"to": "ann"}, seq=1)["result"],
+            p.call("send_email", {"to": "ann"}, seq=1)["result"],  # answered from the journal
+        ]
+        p.close()
+    assert results[-1]["_meta"]["checkpoint/journal"]["replayed"] is True
+    for result in results:
+        assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == {"name": "mine", "version": "9"}
+
+
+def test_an_upstream_reply_that_is_not_utf8_reaches_the_client_repaired_and_is_journaled(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    with effects_proxy(journal, tmp_path) as p:
+        reply = p.call("bad_utf8")
+        p.close()
+    assert reply["result"]["content"][0]["text"] == "caf\ufffd \ufffd"
+    assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
+    assert "not UTF-8" in p.stderr

@@ -1,6 +1,9 @@
 """A raw MCP stdio server whose tools have visible, countable side effects.
 
-It speaks JSON-RPC by hand (no SDK) so tests control every byte. Each executed tool call appends one JSON line
+It speaks JSON-RPC by hand (no SDK) so tests control every byte. With ``EFFECTS_INTEGER_IDS=1`` it answers a
+numeric id as an integer, as servers written in JavaScript do (``1.0`` comes back as ``1``). With
+``EFFECTS_FINISH_ON_EOF=1`` it finishes the calls in flight when its stdin closes, as a graceful server does.
+With ``EFFECTS_SERVER_INFO_META=1`` every result names the server in ``_meta``, as 2026-07-28 servers may. Each executed tool call appends one JSON line
 to the file named by ``EFFECTS_FILE`` *before* answering, so a test can count exactly how many times the
 upstream ran each call, whatever happened to the proxy in between.
 
@@ -14,6 +17,8 @@ Tools:
   lookup(key)               readOnlyHint: true; records nothing
   hang()                    records "started", never answers
   die(code)                 records "started", exits the process at once
+  close_stdout()            records "started", closes its stdout and keeps running
+  bad_utf8()                side effect, a result whose text holds bytes that are not UTF-8
   odd_numbers()             a result with odd number spellings, written as raw text
   big(size)                 a result with a text of ``size`` bytes
   echo_meta()               echoes the request's params as text
@@ -30,6 +35,9 @@ import time
 from typing import Any
 
 EFFECTS = os.environ.get("EFFECTS_FILE")
+INTEGER_IDS = os.environ.get("EFFECTS_INTEGER_IDS") == "1"
+FINISH_ON_EOF = os.environ.get("EFFECTS_FINISH_ON_EOF") == "1"
+SERVER_INFO_META = os.environ.get("EFFECTS_SERVER_INFO_META") == "1"
 _out_lock = threading.Lock()
 _effects_lock = threading.Lock()
 
@@ -44,6 +52,8 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "hang", "inputSchema": {"type": "object"}},
     {"name": "notify_later", "inputSchema": {"type": "object"}},
     {"name": "die", "inputSchema": {"type": "object"}},
+    {"name": "close_stdout", "inputSchema": {"type": "object"}},
+    {"name": "bad_utf8", "inputSchema": {"type": "object"}},
     {"name": "odd_numbers", "inputSchema": {"type": "object"}},
     {"name": "big", "inputSchema": {"type": "object"}},
     {"name": "echo_meta", "inputSchema": {"type": "object"}},
@@ -57,6 +67,9 @@ def send_raw(text: str) -> None:
 
 
 def send(obj: dict[str, Any]) -> None:
+    if SERVER_INFO_META and isinstance(obj.get("result"), dict):
+        meta = obj["result"].setdefault("_meta", {})
+        meta["io.modelcontextprotocol/serverInfo"] = {"name": "effects", "version": "1.2.3"}
     send_raw(json.dumps(obj, separators=(",", ":")))
 
 
@@ -102,6 +115,16 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
     elif name == "die":
         record("started", name, args)
         os._exit(int(args.get("code", 3)))
+    elif name == "bad_utf8":
+        record("done", name, args)
+        head = '{"jsonrpc":"2.0","id":' + json.dumps(ident) + ',"result":{"content":[{"type":"text","text":"caf'
+        with _out_lock:
+            sys.stdout.buffer.write(head.encode() + b'\xe9 \xff"}],"isError":false}}\n')
+            sys.stdout.flush()
+    elif name == "close_stdout":
+        record("started", name, args)
+        with _out_lock:
+            os.close(1)  # and never answer: the process lives on without a way to speak
     elif name == "odd_numbers":
         record("done", name, args)
         send_raw(
@@ -126,6 +149,8 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
 def handle(message: dict[str, Any]) -> None:
     method = message.get("method")
     ident = message.get("id")
+    if INTEGER_IDS and isinstance(ident, float) and ident.is_integer():
+        ident = int(ident)
     if method is None or ident is None:
         return  # responses and notifications need no answer
     if method == "initialize":
@@ -148,7 +173,9 @@ def handle(message: dict[str, Any]) -> None:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": ident, "result": {"tools": TOOLS}})
     elif method == "tools/call":
-        threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=True).start()
+        threading.Thread(target=call_tool, args=(ident, message.get("params") or {}), daemon=not FINISH_ON_EOF).start()
+    elif method.startswith("silent/"):
+        pass  # dropped without an answer, as a server with strict schemas drops a request it rejects
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": ident, "result": {}})
     else:

@@ -65,7 +65,7 @@ def test_the_readme_mcp_json_is_read_with_no_configuration_at_all(
     brief = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"\n\n{TITLE}\n" in brief
     assert '- #2 `send_email` `{"to":"bob"}` ✓' in brief
-    assert f"checkpoint journal resolve --journal {journal} {journal} 3 --completed" in brief
+    assert f"checkpoint journal resolve --journal {journal} 3 --completed" in brief  # its default workflow
     assert "Before the checkpoint: 1 completed, 0 failed." in brief
 
 

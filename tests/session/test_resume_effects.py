@@ -92,8 +92,7 @@ async def test_a_new_session_learns_the_in_doubt_call_and_the_calls_done_since_t
     brief = text_of(loaded)
     before, _, section = brief.partition(f"\n\n{TITLE}\n")
     assert before == text_of(plain)  # nothing else in the brief changes
-    workflow = str(journal)
-    resolve = f"checkpoint journal resolve --journal {journal} {workflow} 4"
+    resolve = f"checkpoint journal resolve --journal {journal} 4"  # the journal's default workflow goes unsaid
     assert "### ⚠ In doubt: do not redo before it is resolved" in section
     assert '- #4 `send_email` `{"to":"dan","subject":"Your invoice"}` — started ' in section
     assert f"`{resolve} --completed --result-file RESULT.json`" in section
@@ -109,7 +108,7 @@ async def test_a_new_session_learns_the_in_doubt_call_and_the_calls_done_since_t
     data: dict[str, Any] = loaded.structured_content or {}
     (entry,) = data["journals"]
     assert entry["journal"] == str(journal)
-    assert entry["workflow"] == workflow
+    assert entry["workflow"] == str(journal)
     assert entry["since"] == "sequence"
     (doubt,) = entry["inDoubt"]
     assert (doubt["seq"], doubt["tool"], doubt["state"]) == (4, "send_email", "PENDING")

@@ -574,3 +574,58 @@ async def test_debug_logging_goes_to_stderr_and_never_corrupts_the_wire(repo: Pa
 
     assert not saved.is_error
     assert "Chatty" in text_of(loaded)
+
+
+async def test_a_folder_symlinked_out_of_the_project_and_an_empty_project_root_are_refused(
+    repo: Path, tmp_path: Path, session: SessionFactory
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write(outside, "secret.txt", "not the project's\n")
+    (repo / "link").symlink_to(outside)
+    with anyio.fail_after(30):
+        async with session(repo) as client:
+            relative = await client.call_tool(
+                "save_session_checkpoint", {"goal": "g", "modifiedFiles": [{"path": "link/secret.txt"}]}
+            )
+            absolute = await client.call_tool(
+                "save_session_checkpoint", {"goal": "g", "modifiedFiles": [{"path": str(repo / "link" / "secret.txt")}]}
+            )
+            empty = await client.call_tool("save_session_checkpoint", {"goal": "g", "projectRoot": ""})
+            empty_load = await client.call_tool("load_session_checkpoint", {"projectRoot": ""})
+
+    assert all(r.is_error for r in (relative, absolute, empty, empty_load))
+    assert "link/secret.txt is outside the project root" in text_of(relative)
+    assert "is outside the project root" in text_of(absolute)
+    assert "projectRoot is empty" in text_of(empty)
+    assert "projectRoot is empty" in text_of(empty_load)
+    assert not (repo / ".claude-checkpoint").exists()
+
+
+def test_a_save_holding_a_lone_surrogate_is_answered_with_a_clear_refusal_and_writes_nothing(
+    repo: Path, hermetic_git: dict[str, str]
+) -> None:
+    from support import ProxyProcess
+
+    requests = [
+        '{"goal":"\\ud800"}',
+        '{"goal":"g","modifiedFiles":[{"path":"a\\udc00.txt"}]}',
+        '{"goal":"g","tasks":[{"description":"\\udbff","status":"done"}]}',
+        '{"goal":"fine"}',
+    ]
+    with ProxyProcess("session", env=hermetic_git, cwd=repo) as p:
+        p.initialize()
+        replies = []
+        for number, arguments in enumerate(requests, 1):
+            if number == len(requests):
+                assert not (repo / ".claude-checkpoint").exists()  # nothing written by the refused saves
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"save_session_checkpoint","arguments":%s}}\n'
+            p.send_raw((line % (number, arguments)).encode())
+            replies.append(p.response(number, timeout=20))
+        p.close()
+    refused, path, task, fine = (reply["result"] for reply in replies)
+    for result, field in ((refused, "goal"), (path, "modifiedFiles[0].path"), (task, "tasks[0].description")):
+        assert result["isError"] is True
+        assert f"{field} is not valid Unicode: it holds a lone surrogate" in result["content"][0]["text"]
+    assert fine.get("isError") is not True
+    assert (repo / ".claude-checkpoint").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, expect
 
+from checkpoint_mcp.journal import open_journal
 from pgserver import PASSWORD
 
 from browser import chromium
@@ -114,6 +115,7 @@ def test_open_hands_the_printed_url_to_the_default_browser(tmp_path: Path, ui_se
     fake = tmp_path / "fake-browser"
     fake.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     fake.chmod(0o755)
+    open_journal(str(tmp_path / "j.db")).close()  # the pages open an existing journal, never create one
     ui = ui_server(str(tmp_path / "j.db"), "--open", env={"BROWSER": str(fake)})
     wait_until(lambda: opened.exists() and opened.read_text().strip() != "", what="the browser to be opened")
     assert opened.read_text().strip() == ui.url

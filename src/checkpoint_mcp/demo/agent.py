@@ -130,7 +130,9 @@ async def _act_two(demo: Demo) -> None:
                     say("       the journal holds another call at this step, so checkpoint will not run this one.")
                 elif exc.code == IN_DOUBT:
                     say("    ✋ refused, in doubt: it was in flight at the crash and may have run.", fg="yellow")
-                    say(f"       an operator checks the upstream, then: {exc.data['resolve']}")
+                    say("       an operator checks the upstream, then runs one of:")
+                    for key in ("completed", "failed", "release"):
+                        say(f"         $ {exc.data['resolve'][key]}", dim=True)
                 else:
                     say(f"    error {exc.code}: {exc.message}", fg="red")
                 continue
@@ -148,7 +150,7 @@ def _act_three(demo: Demo) -> None:
     text = "sent 'Your invoice' to bob@example.com"
     # What the tool would have answered, structured content included (clients check it against the output schema).
     result.write_text(json.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}}))
-    argv = ["journal", "resolve", "--journal", str(demo.journal), str(demo.journal), "3"]
+    argv = ["journal", "resolve", "--journal", str(demo.journal), "3"]  # the journal's default workflow
     argv += ["--completed", "--result-file", str(result)]
     say(f"  $ checkpoint {shlex.join(argv)}", dim=True)
     done = subprocess.run(

@@ -99,9 +99,11 @@ class Channel:
         self._flushed = flushed
         self._health = health
         self._heard = False
-        self._waiting: dict[tuple[str, Any], _Waiting] = {}
-        self._aliases: dict[tuple[str, Any], Any] = {}  # original id key -> the id it was renamed to
-        self._progress: dict[tuple[str, Any], Stream] = {}
+        # Keyed by ``id_key`` (None for a value that is no JSON-RPC id: the interceptor refuses such requests,
+        # so only an odd progress token or a stray answer can carry one, and it matches nothing that was sent).
+        self._waiting: dict[tuple[str, Any] | None, _Waiting] = {}
+        self._aliases: dict[tuple[str, Any] | None, Any] = {}  # original id key -> the id it was renamed to
+        self._progress: dict[tuple[str, Any] | None, Stream] = {}
         self._next_alias = 0
         self._flush_scheduled = False
         self._commits = commits or CommitSignal()
@@ -185,7 +187,7 @@ class Channel:
             if waiting.stream is stream and key in self._joining:
                 self._joining.pop(key).cancel()  # it was only waiting for another call: nothing ran
                 del self._waiting[key]
-            elif waiting.stream is stream:
+            elif waiting.stream is stream and key is not None:
                 notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
                 params = dumps({"requestId": key[1], "reason": reason})
                 line = set_member(notice, ("params",), params).encode() + b"\n"

@@ -10,22 +10,26 @@ def is_postgres_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def open_journal(location: str) -> Journal:
+def open_journal(location: str, *, create: bool = True) -> Journal:
     """Open the journal at ``location``: a ``postgresql://`` (or ``postgres://``) URL, else an SQLite file path.
 
+    With ``create=False`` (every operator command) nothing is created or converted: the journal must already
+    exist, at the current schema version; otherwise it is refused and left as it was. Reads and writes
+    (``resolve``, ``gc``) work as usual.
+
     Raises:
-        JournalUnavailable: it cannot be opened.
+        JournalUnavailable: it cannot be opened, or (``create=False``) there is no journal there yet.
         JournalCorrupt: it is not a Checkpoint journal.
-        JournalVersionError: it was written by a newer Checkpoint.
+        JournalVersionError: it was written by a newer Checkpoint, or (``create=False``) an older one.
         UsageError: a PostgreSQL URL without the ``postgres`` extra installed.
     """
     if is_postgres_url(location):
         from checkpoint_mcp.journal.postgres import PostgresJournal
 
-        return PostgresJournal(location)
+        return PostgresJournal(location, create=create)
     from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-    return SqliteJournal(location)
+    return SqliteJournal(location, create=create)
 
 
 def default_workflow_id(location: str) -> str:

@@ -16,7 +16,15 @@ REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
 
 MAX_KEY_LENGTH = 256
-"""The longest ``_meta.checkpoint_key`` accepted."""
+"""The longest ``_meta.checkpoint_key`` (or ``idempotencyKey``) accepted."""
+
+MAX_HINT_SEQ = 2**53 - 1
+"""The highest ``_meta.checkpoint_seq`` a client may name: the largest integer every JSON implementation reads
+exactly. The journal's columns hold 64-bit integers, so the cursor, which counts on from the highest sequence
+used, has 2**63 - 2**53 sequences of room above any client's choice and can never run out in practice."""
+
+MAX_SEQ = 2**63 - 1
+"""The highest sequence either database can store (a signed 64-bit integer)."""
 
 
 class CallState(enum.Enum):
@@ -262,6 +270,14 @@ class UnitOfWork(ABC):
         """True when nothing is waiting to be written."""
 
     @abstractmethod
+    def mark(self) -> int:
+        """A point to come back to with ``rollback_to``: the writes recorded so far."""
+
+    @abstractmethod
+    def rollback_to(self, mark: int) -> None:
+        """Forget the writes recorded since ``mark`` (they were never sent anywhere)."""
+
+    @abstractmethod
     def commit(self) -> None:
         """Write everything recorded, durably, in one transaction, and start over empty.
 
@@ -319,8 +335,8 @@ class Journal(ABC):
         """
 
     @abstractmethod
-    def max_seq(self, lineage: Lineage) -> int:
-        """The highest sequence that counts in ``lineage``, 0 if none."""
+    def max_seq(self, lineage: Lineage, upto: int = MAX_SEQ) -> int:
+        """The highest sequence up to ``upto`` that counts in ``lineage``, 0 if none."""
 
     @abstractmethod
     def unit(self) -> UnitOfWork:

@@ -121,14 +121,14 @@ class _AdvisoryOwnership(Ownership):
 class PostgresJournal(SqlJournal):
     """A journal in a PostgreSQL database."""
 
-    def __init__(self, url: str) -> None:
-        """Connect, check the schema and migrate it if it is older.
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Connect, check the schema and create or migrate it (unless ``create`` is False: then it must exist).
 
         Raises:
             UsageError: psycopg is not installed (the ``postgres`` extra).
-            JournalUnavailable: the database cannot be reached.
+            JournalUnavailable: the database cannot be reached, or (``create=False``) holds no journal.
             JournalCorrupt: the database holds tables that are not a Checkpoint journal.
-            JournalVersionError: the journal was written by a newer Checkpoint.
+            JournalVersionError: the journal was written by a newer Checkpoint (``create=False``: or an older one).
         """
         if psycopg is None:
             raise UsageError("a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'")
@@ -140,7 +140,7 @@ class PostgresJournal(SqlJournal):
         self._conn: Any = None
         self._connect()
         try:
-            self._prepare()
+            self._prepare(create)
         except BaseException:
             self.close()
             raise
@@ -207,11 +207,16 @@ class PostgresJournal(SqlJournal):
             f"({len(RECONNECT_DELAYS) + 1} attempts): {last}"
         )
 
-    def _prepare(self) -> None:
+    def _prepare(self, create: bool) -> None:
         with self._translated("open"), self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             version = self._schema_version()
-            if version > SCHEMA_VERSION:
+            if not create and version == 0:
+                raise JournalUnavailable(
+                    f"there is no journal in {self.location} (this command opens an existing journal, "
+                    "it never creates one)"
+                )
+            if version > SCHEMA_VERSION or (not create and version < SCHEMA_VERSION):
                 raise JournalVersionError(version, SCHEMA_VERSION)
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:

@@ -17,8 +17,15 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
-    """The exact `checkpoint journal …` commands that inspect and reconcile the call at ``seq``."""
-    target = f"--journal {shlex.quote(journal)} {shlex.quote(workflow)}"
+    """The exact `checkpoint journal …` commands that inspect and reconcile the call at ``seq``.
+
+    The workflow is left out when it is the journal's default (its path or URL), which the commands assume.
+    """
+    from checkpoint_mcp.journal import default_workflow_id
+
+    target = f"--journal {shlex.quote(journal)}"
+    if workflow != default_workflow_id(journal):
+        target += f" {shlex.quote(workflow)}"
     resolve = f"checkpoint journal resolve {target} {seq}"
     return {
         "show": f"checkpoint journal show {target} --seq {seq}",

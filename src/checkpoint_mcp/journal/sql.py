@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal.base import (
+    MAX_SEQ,
     Branch,
     CallRecord,
     CallState,
@@ -164,6 +165,28 @@ class _SqlUnit(UnitOfWork):
     def empty(self) -> bool:
         return not self._ops
 
+    def mark(self) -> int:
+        return len(self._ops)
+
+    def rollback_to(self, mark: int) -> None:
+        if mark >= len(self._ops):
+            return
+        del self._ops[mark:]
+        # Rare (a failure while routing one line): rebuild the overlay from the writes that remain.
+        self._rows.clear()
+        self._keys.clear()
+        self._branches.clear()
+        for sql, params in self._ops:
+            if sql is _INSERT_CALL:
+                workflow, seq, tool, arguments, signature, now, key = params
+                record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+                self._rows[(workflow, seq)] = record
+                if key is not None:
+                    self._keys[(workflow, key)] = record
+            elif sql is _INSERT_BRANCH:
+                root = params[1]
+                self._branches[root] = self._branches.get(root, 0) + 1
+
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
         with self._j.reading():
             return self._j.execute(sql, params).fetchone()
@@ -284,19 +307,19 @@ class SqlJournal(Journal):
             ).fetchall()
         return lineage_from_rows(workflow, rows)
 
-    def max_seq(self, lineage: Lineage) -> int:
-        """The highest sequence that counts in ``lineage`` (collected sequences included), 0 if none."""
+    def max_seq(self, lineage: Lineage, upto: int = MAX_SEQ) -> int:
+        """The highest sequence up to ``upto`` that counts in ``lineage`` (collected ones included), 0 if none."""
         highest = 0
         with self.reading():
             for branch, start, limit in lineage.ranges():
-                sql = "SELECT max(seq) FROM calls WHERE workflow_id = ? AND seq >= ?"
-                params: tuple[Any, ...] = (branch.workflow, start)
+                sql = "SELECT max(seq) FROM calls WHERE workflow_id = ? AND seq >= ? AND seq <= ?"
+                params: tuple[Any, ...] = (branch.workflow, start, upto)
                 if limit is not None:
                     sql += " AND seq < ?"
                     params += (limit,)
                 found = self.execute(sql, params).fetchone()[0]
                 collected = branch.collected_through if limit is None else min(branch.collected_through, limit - 1)
-                highest = max(highest, int(found or 0), collected)
+                highest = max(highest, int(found or 0), min(collected, upto))
         return highest
 
     # ---- operator -----------------------------------------------------------------------------------------

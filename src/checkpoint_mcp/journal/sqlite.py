@@ -18,6 +18,7 @@ import logging
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -83,13 +84,14 @@ class _FileOwnership(Ownership):
 class SqliteJournal(SqlJournal):
     """A journal in one SQLite file; several processes may use it at once, one per workflow lineage."""
 
-    def __init__(self, path: str) -> None:
-        """Open (creating if needed) the journal at ``path``.
+    def __init__(self, path: str, *, create: bool = True) -> None:
+        """Open the journal at ``path``, creating it if needed unless ``create`` is False.
 
         Raises:
-            JournalUnavailable: the file or its directory cannot be opened or written.
+            JournalUnavailable: the file or its directory cannot be opened or written, or (``create=False``)
+                there is no file there.
             JournalCorrupt: the file is not a Checkpoint journal.
-            JournalVersionError: the file was written by a newer Checkpoint.
+            JournalVersionError: the file was written by a newer Checkpoint (``create=False``: or an older one).
         """
         self.path = os.path.abspath(os.path.expanduser(path))
         self.location = self.path
@@ -97,22 +99,31 @@ class SqliteJournal(SqlJournal):
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             raise JournalUnavailable(f"cannot open journal {self.path}: directory {directory} does not exist")
+        if not create and not os.path.isfile(self.path):
+            raise JournalUnavailable(
+                f"there is no journal at {self.path} (this command opens an existing journal, it never creates one)"
+            )
+        target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         with _translated(self.path, "open"):
             self._con = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+                target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
             )
         try:
-            self._prepare()
+            self._prepare(create)
         except BaseException:
             self._con.close()
             raise
 
-    def _prepare(self) -> None:
+    def _prepare(self, create: bool) -> None:
         application_id, version, has_tables = _while_busy(self._identify)
-        if application_id != APPLICATION_ID and (has_tables or application_id != 0):
-            raise JournalCorrupt(f"{self.path} is an SQLite file but not a Checkpoint journal; refusing to touch it")
-        if version > SCHEMA_VERSION:
+        if application_id != APPLICATION_ID and (has_tables or application_id != 0 or not create):
+            raise JournalCorrupt(f"{self.path} is not a Checkpoint journal; refusing to touch it")
+        if version > SCHEMA_VERSION or (not create and version < SCHEMA_VERSION):
             raise JournalVersionError(version, SCHEMA_VERSION)
+        if not create:
+            with _translated(self.path, "open"):
+                self._con.execute("PRAGMA synchronous=FULL")
+            return  # a journal is made WAL when created; an existing one is used as it is
         mode = _while_busy(self._wal)
         if mode != "wal":
             raise JournalUnavailable(f"cannot put journal {self.path} in WAL mode (got {mode!r})")

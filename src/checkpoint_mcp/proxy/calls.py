@@ -1,8 +1,9 @@
 """The journaled life of one tools/call: its sequence, the journal's decision, its outcome.
 
-``CallJournal`` gives each call a sequence (``_meta.checkpoint_seq``, an idempotency key, or the in-memory
-cursor), asks the journal what is recorded there, and says what to do: run it upstream (its PENDING row in the
-open batch), answer it from the journal (replay), or refuse it (divergence, in doubt, collected). With
+``CallJournal`` gives each call a sequence (``_meta.checkpoint_seq``, an idempotency key given as
+``_meta.checkpoint_key`` or as ``params.idempotencyKey`` (SEP-3182), or the in-memory cursor), asks the
+journal what is recorded there, and says what to do: run it upstream (its PENDING row in the open batch),
+answer it from the journal (replay), or refuse it (divergence, in doubt, collected). With
 ``--on-divergence fork`` a divergent call starts a branch instead and the proxy carries on there.
 """
 
@@ -23,7 +24,9 @@ from checkpoint_mcp.errors import (
     StillInFlight,
 )
 from checkpoint_mcp.journal.base import (
+    MAX_HINT_SEQ,
     MAX_KEY_LENGTH,
+    MAX_SEQ,
     REDACTED_ARGUMENTS,
     CallRecord,
     CallState,
@@ -48,6 +51,9 @@ SEQ_HINT = "checkpoint_seq"
 """The ``params._meta`` key by which a client names the sequence a tools/call must take."""
 KEY_HINT = "checkpoint_key"
 """The ``params._meta`` key by which a client names a call independently of its sequence."""
+IDEMPOTENCY_KEY = "idempotencyKey"
+"""The ``params`` member by which MCP's request-idempotency proposal (SEP-3182) names a call: the same as
+``_meta.checkpoint_key``. It sits outside ``_meta`` because several agent frameworks drop ``_meta``."""
 
 
 class Claimed(NamedTuple):
@@ -80,7 +86,9 @@ class CallJournal:
         self._journal = journal
         self._lineage = lineage
         self._committed_lineage = lineage
-        highest = journal.max_seq(lineage)
+        # Rows above the clients' range (written by an older Checkpoint, which accepted any 64-bit sequence)
+        # do not move the cursor: it keeps 2**63 - 2**53 sequences of room.
+        highest = journal.max_seq(lineage, upto=MAX_HINT_SEQ)
         self._cursor = 1 if config.replay_from_start else highest + 1
         # Sequences from here on hold no row: a call the cursor places there needs no read. (Hinted calls push
         # the cursor past their sequence, so the cursor never revisits one this process used.)
@@ -119,20 +127,7 @@ class CallJournal:
             continued = self._continuation(signature, hint, params.get("requestState"))
             if continued is not None:
                 return continued
-        record = unit.read_key(self._lineage, key) if key is not None else None
-        if record is not None:
-            if hint is not None and hint != record.seq:
-                raise InvalidCallParams(
-                    f"invalid params: {KEY_HINT} {key!r} is journaled at sequence {record.seq}, not {hint}",
-                    {"reason": "key_sequence_mismatch", "key": key, "seq": record.seq, "received": hint},
-                )
-            seq = record.seq
-        else:
-            shared = self._journal.allocate_seq(self._lineage.head) if hint is None else None
-            seq = hint if hint is not None else shared if shared is not None else self._cursor
-            self._cursor = max(self._cursor, seq + 1)
-            if hint is not None or seq < self._fresh_from:
-                record = unit.read(self._lineage, seq)
+        seq, record = self._place(unit, hint, key)
         branch = self._lineage.branch_at(seq)
         self._refuse_if_running(record, branch.workflow, seq, name, signature)
         if record is None and seq <= branch.collected_through:
@@ -214,6 +209,35 @@ class CallJournal:
                 in_flight_here=True,
             )
 
+    def _place(self, unit: UnitOfWork, hint: int | None, key: str | None) -> tuple[int, CallRecord | None]:
+        """The sequence a call takes (its key's, its hint, or the cursor's next) and the row found there.
+
+        Raises:
+            InvalidCallParams: the key is journaled at another sequence than the hint, or no sequence is left.
+            JournalError: the journal could not be read.
+        """
+        record = unit.read_key(self._lineage, key) if key is not None else None
+        if record is not None:
+            if hint is not None and hint != record.seq:
+                raise InvalidCallParams(
+                    f"invalid params: {KEY_HINT} {key!r} is journaled at sequence {record.seq}, not {hint}",
+                    {"reason": "key_sequence_mismatch", "key": key, "seq": record.seq, "received": hint},
+                )
+            return record.seq, record
+        # A gateway on PostgreSQL takes unnamed sequences from the database's counter, shared by its replicas.
+        shared = self._journal.allocate_seq(self._lineage.head) if hint is None else None
+        seq = hint if hint is not None else shared if shared is not None else self._cursor
+        if seq > MAX_SEQ:
+            raise InvalidCallParams(
+                f"invalid params: workflow {self._lineage.head!r} has used every sequence up to {MAX_SEQ}; "
+                f"name one with _meta.{SEQ_HINT}",
+                {"reason": "sequences_exhausted"},
+            )
+        self._cursor = max(self._cursor, seq + 1)
+        if hint is not None or seq < self._fresh_from or seq > MAX_HINT_SEQ:
+            record = unit.read(self._lineage, seq)
+        return seq, record
+
     def _reserve(
         self, unit: UnitOfWork, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
     ) -> Claimed:
@@ -222,6 +246,17 @@ class CallJournal:
         unit.reserve(workflow, seq, name, stored, signature, key)
         self._running[(workflow, seq)] = signature
         return Claimed(workflow, seq, name, signature)
+
+    def savepoint(self) -> tuple[Any, ...]:
+        """What ``restore`` needs to undo the claims made from here on (before their unit commits)."""
+        return (self._lineage, self._cursor, self._fresh_from, self._awaiting[:] if self._awaiting else None)
+
+    def restore(self, savepoint: tuple[Any, ...], claimed: Claimed | None) -> None:
+        """Undo what happened since ``savepoint``: a line whose routing failed must not touch its neighbours."""
+        self._lineage, self._cursor, self._fresh_from, awaiting = savepoint
+        self._awaiting = awaiting or []
+        if claimed is not None and not claimed.continued:
+            self._running.pop((claimed.workflow, claimed.seq), None)
 
     def committed(self) -> None:
         """The unit of work committed: its branch (if it forked) is now where calls go."""
@@ -329,27 +364,54 @@ class CallJournal:
 
 
 def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:
-    """``params._meta.checkpoint_seq`` and ``checkpoint_key``, validated.
+    """``params._meta.checkpoint_seq`` and the call's key (``_meta.checkpoint_key`` or ``idempotencyKey``), validated.
 
     Raises:
-        InvalidCallParams: either is present but malformed.
+        InvalidCallParams: one is present but malformed, or the two keys disagree.
     """
     meta = params.get("_meta")
     if not isinstance(meta, dict):
-        return None, None
+        meta = {}
     seq = meta.get(SEQ_HINT)
-    if SEQ_HINT in meta and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+    if SEQ_HINT in meta and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_HINT_SEQ):
+        shown = dumps(seq)
         raise InvalidCallParams(
-            f"invalid params: _meta.{SEQ_HINT} must be a positive integer, got {dumps(seq)}",
-            {"reason": "invalid_checkpoint_seq", "received": seq},
+            f"invalid params: _meta.{SEQ_HINT} must be an integer from 1 to {MAX_HINT_SEQ} (2**53 - 1), "
+            f"got {shown if len(shown) <= 40 else shown[:40] + '…'}",
+            {"reason": "invalid_checkpoint_seq", "received": seq if isinstance(seq, int | str) else shown[:200]},
         )
-    key = meta.get(KEY_HINT)
-    if KEY_HINT in meta and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
+    key = _key(meta, KEY_HINT, f"_meta.{KEY_HINT}", "invalid_checkpoint_key")
+    standard = _key(params, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY, "invalid_idempotency_key")
+    if key is not None and standard is not None and key != standard:
         raise InvalidCallParams(
-            f"invalid params: _meta.{KEY_HINT} must be a non-empty string of at most {MAX_KEY_LENGTH} characters",
-            {"reason": "invalid_checkpoint_key"},
+            f"invalid params: {IDEMPOTENCY_KEY} and _meta.{KEY_HINT} name two different keys; give one, or the same",
+            {"reason": "conflicting_keys"},
         )
-    return seq, key
+    return seq, key if key is not None else standard
+
+
+def _key(holder: dict[str, Any], member: str, label: str, reason: str) -> str | None:
+    if member not in holder:
+        return None
+    key = holder[member]
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or not _encodable(key):
+        raise InvalidCallParams(
+            f"invalid params: {label} must be a non-empty string of at most {MAX_KEY_LENGTH} characters "
+            "(and valid Unicode)",
+            {"reason": reason},
+        )
+    return key
+
+
+def _encodable(text: str) -> bool:
+    """False for a string holding a lone surrogate (valid in a JSON escape, not in UTF-8 or a database)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 __all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]

@@ -1,9 +1,11 @@
 """A stdio upstream: the child process started by ``upstream.spawn``, pumped line by line.
 
 Its lifecycle, every wait bounded: at shutdown its stdin is closed, it has ``EXIT_GRACE_SECONDS`` to exit on its
-own, then its whole process group gets SIGTERM and, ``TERM_GRACE_SECONDS`` later, SIGKILL. When its stdout closes
-it is gone: whatever is left of its group is killed the same way. If the proxy itself is killed, the kernel kills
-the child (``PR_SET_PDEATHSIG``, set by ``spawn``).
+own, then its process group gets SIGTERM and, ``TERM_GRACE_SECONDS`` later, its whole process tree SIGKILL. When
+its stdout closes it is gone: whatever is left of its tree is killed the same way. Its stdout also counts as
+closed when no process of the tree but a shell waiting for its children still holds it (checked every
+``STDOUT_CHECK_SECONDS``, twice in a row): such a shell would otherwise keep the pipe open forever. If the proxy
+itself is killed, the keeper kills the whole tree (see ``keeper.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 
+from checkpoint_mcp.proxy.keeper import LocalProcess
 from checkpoint_mcp.proxy.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
 from checkpoint_mcp.proxy.upstream import UpstreamSink, describe_status, group_alive, signal_group
 
@@ -22,22 +24,26 @@ logger = logging.getLogger(__name__)
 
 EXIT_GRACE_SECONDS = 2.0  # after closing the upstream's stdin: how long it has to exit on its own
 TERM_GRACE_SECONDS = 2.0  # after SIGTERM to the upstream's process group: how long before SIGKILL
+STDOUT_CHECK_SECONDS = 0.5  # how often the tree is asked whether anything but a waiting shell holds our pipe
+ABANDONED = "closed its stdout"  # how an upstream ended whose stdout closed while it kept running
 
 
 class ChildUpstream:
     """The ``Upstream`` of a local server: a child process over its stdin and stdout."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: LocalProcess) -> None:
         self._process = process
         self._lines = LineSplitter()
         self._sink: UpstreamSink | None = None
         self._reader: asyncio.ReadTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._exited: asyncio.Future[int] | None = None
+        self._check: asyncio.TimerHandle | None = None
+        self._abandoned = False
 
     @property
     def pid(self) -> int:
-        """The child's pid (and its process group's id)."""
+        """The shell's pid (and its process group's id)."""
         return self._process.pid
 
     async def start(self, sink: UpstreamSink) -> None:
@@ -56,7 +62,7 @@ class ChildUpstream:
         exited: asyncio.Future[int] = loop.create_future()
         self._exited = exited
         try:
-            pidfd = os.pidfd_open(proc.pid)
+            pidfd = os.pidfd_open(proc.waited)
         except (AttributeError, OSError):
             loop.run_in_executor(None, _wait_into, proc, loop, exited)
         else:
@@ -68,6 +74,20 @@ class ChildUpstream:
                     exited.set_result(proc.wait())
 
             loop.add_reader(pidfd, reap)
+        if proc.keeps_tree:
+            self._check = loop.call_later(STDOUT_CHECK_SECONDS, self._check_stdout, False)
+
+    def _check_stdout(self, suspect: bool) -> None:
+        """Treat the stdout as closed when, twice in a row, no process but a waiting shell could write to it."""
+        if self._sink is None:
+            return
+        left = self._process.writer_left()
+        if not left and suspect:
+            logger.warning("the upstream closed its stdout (only its shell still holds the pipe)")
+            self._abandoned = True
+            self._eof()
+            return
+        self._check = asyncio.get_running_loop().call_later(STDOUT_CHECK_SECONDS, self._check_stdout, not left)
 
     def _data(self, data: bytes) -> None:
         lines = self._lines.feed(data)
@@ -75,6 +95,8 @@ class ChildUpstream:
             self._sink.upstream_lines(lines)
 
     def _eof(self) -> None:
+        if self._check is not None:
+            self._check.cancel()
         if self._sink is None:
             return
         sink, self._sink = self._sink, None
@@ -103,7 +125,8 @@ class ChildUpstream:
 
     async def died(self) -> str:
         """Its stdout closed: wait a moment for the process to exit, and say how it ended."""
-        return await self._exit_status(EXIT_GRACE_SECONDS)
+        status = await self._exit_status(EXIT_GRACE_SECONDS)
+        return ABANDONED if self._abandoned and status == "still running" else status
 
     async def shutdown(self) -> str:
         """Close its stdin, give it time to exit, then end its whole process group; how it ended."""
@@ -117,8 +140,8 @@ class ChildUpstream:
         return describe_status(self._process.returncode) if status == "still running" else status
 
     def kill(self) -> None:
-        """SIGKILL its whole process group, now."""
-        signal_group(self._process.pid, signal.SIGKILL)
+        """SIGKILL its whole process tree, now."""
+        self._process.kill_tree()
 
     async def _exit_status(self, timeout: float) -> str:
         """Wait up to ``timeout`` for the process to exit; describe how it ended."""
@@ -131,16 +154,17 @@ class ChildUpstream:
         return describe_status(self._process.returncode)
 
     async def _reap_group(self) -> None:
-        """Wait until no process of its group is left, escalating to SIGKILL."""
+        """Wait until no process of its tree (without a keeper: of its group) is left, escalating to SIGKILL."""
         pgid = self._process.pid
+        assert self._exited is not None
+        exited = self._exited
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TERM_GRACE_SECONDS
-        while group_alive(pgid):
+        while not exited.done() if self._process.keeps_tree else group_alive(pgid):
             if loop.time() >= deadline:
                 self.kill()
                 deadline = loop.time() + TERM_GRACE_SECONDS
             await asyncio.sleep(0.01)
-        assert self._exited is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(TERM_GRACE_SECONDS):
                 await asyncio.shield(self._exited)
@@ -149,7 +173,7 @@ class ChildUpstream:
                 transport.close()
 
 
-def _wait_into(proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: asyncio.Future[int]) -> None:
+def _wait_into(proc: LocalProcess, loop: asyncio.AbstractEventLoop, exited: asyncio.Future[int]) -> None:
     """Without pidfds: wait for the child on a thread and report to the loop."""
     code = proc.wait()
 

@@ -28,11 +28,13 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalLost,
     JournalWriteFailed,
+    Stopped,
     UpstreamExited,
 )
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
 from checkpoint_mcp.proxy.calls import CallJournal, Claimed
 from checkpoint_mcp.proxy.config import ProxyConfig
+from checkpoint_mcp.signature import MAX_ARGUMENT_DEPTH
 from checkpoint_mcp.wire import (
     Kind,
     Message,
@@ -48,6 +50,7 @@ from checkpoint_mcp.wire import (
 logger = logging.getLogger(__name__)
 
 SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+_SERVER_INFO_NEEDLE = b'"io.modelcontextprotocol/serverInfo"'
 
 
 class _Track(enum.Enum):
@@ -121,9 +124,9 @@ def _head_key(line: bytes) -> tuple[str, Any] | None:
         return None
     number, string = head.groups()
     if number is not None:
-        return ("int", int(number))
+        return ("n", int(number))
     try:
-        return ("str", string.decode())
+        return ("s", string.decode())
     except UnicodeDecodeError:
         return None
 
@@ -170,49 +173,79 @@ class Interceptor:
         """Requests from the client still waiting for an answer (cancelled ones excluded)."""
         return sum(1 for entry in self._in_flight.values() if not entry.cancelled)
 
+    def journaled_outstanding(self) -> int:
+        """Journaled calls still waiting for their answer (cancelled ones excluded): what a shutdown waits for."""
+        return sum(1 for entry in self._in_flight.values() if entry.claimed is not None and not entry.cancelled)
+
     # ---- client -> upstream -------------------------------------------------------------------------------
 
     def from_client(self, lines: list[bytes]) -> ClientBatch:
         """Route a batch of complete lines from the client.
 
         Lines that need no journal write (and are not behind one) come back at once; a journaled call and the
-        client lines after it wait for ``flush``.
+        client lines after it wait for ``flush``. Each line is judged on its own: one that cannot be routed is
+        answered alone, and whatever it had started (a journal write, a sequence) is undone.
         """
         out = ClientBatch()
         upward: list[tuple[bytes, _InFlight | None]] = []
+        unit, calls = self._unit, self._calls
         for line in lines:
+            mark = unit.mark() if unit is not None else 0
+            savepoint = calls.savepoint() if calls is not None else None
+            tracked, forwarded, answered = len(self._in_flight), len(upward), len(out.to_client)
             try:
-                message = classify(line)
-            except WireParseError as exc:
-                if line.strip():
-                    out.to_client.append(error_line(None, {"code": PARSE_ERROR, "message": f"parse error: {exc}"}))
-                else:
-                    upward.append((line, None))
-                continue
-            if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
-                forwarded = self._route_other(message, line, out)
-                if forwarded:
-                    upward.append((line, None))
-                continue
-            try:
-                entry = self._tool_call(message, out)
-            except JoinInFlight as join:
-                refusal = error_line(message.id, join.refusal.to_error())
-                out.joins.append(Join(line, refusal, join.workflow, join.seq))
-                continue
-            except JournalError as exc:
-                self._note(exc)
-                logger.error("journal read failed; refusing a call: %s", exc)
-                out.to_client.append(error_line(message.id, self._write_failure(message, str(exc))))
-                continue
-            if entry is not None:
-                reserved = entry.claimed is not None and not entry.claimed.continued
-                upward.append((line, entry if reserved else None))
+                self._client_line(line, out, upward)
+            except Exception:
+                # A bug of ours: this line alone gets an internal error; its neighbours are untouched.
+                logger.exception("internal error while routing a line from the client; it was not forwarded")
+                claimed = next((entry.claimed for _, entry in upward[forwarded:] if entry is not None), None)
+                if unit is not None:
+                    unit.rollback_to(mark)
+                if calls is not None and savepoint is not None:
+                    calls.restore(savepoint, claimed)
+                while len(self._in_flight) > tracked:
+                    self._in_flight.popitem()
+                del upward[forwarded:]
+                del out.to_client[answered:]
+                out.to_client.extend(internal_error_replies([line]))
         if self._held_up or any(entry is not None for _, entry in upward):
             self._held_up.extend(upward)
         else:
             out.to_upstream.extend(line for line, _ in upward)
         return out
+
+    def _client_line(self, line: bytes, out: ClientBatch, upward: list[tuple[bytes, _InFlight | None]]) -> None:
+        try:
+            message = classify(line)
+        except WireParseError as exc:
+            if line.strip():
+                out.to_client.append(error_line(None, {"code": PARSE_ERROR, "message": f"parse error: {exc}"}))
+            else:
+                upward.append((line, None))
+            return
+        if message.kind is Kind.REQUEST and id_key(message.id) is None:
+            # Its answer could not be matched to it (JSON-RPC ids are strings, numbers or null).
+            error = {"code": INVALID_REQUEST, "message": "invalid request: an id must be a string, a number or null"}
+            out.to_client.append(error_line(None, {**error, "data": {"reason": "invalid_id"}}))
+            return
+        if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
+            if self._route_other(message, line, out):
+                upward.append((line, None))
+            return
+        try:
+            entry = self._tool_call(message, out)
+        except JoinInFlight as join:
+            refusal = error_line(message.id, join.refusal.to_error())
+            out.joins.append(Join(line, refusal, join.workflow, join.seq))
+            return
+        except JournalError as exc:
+            self._note(exc)
+            logger.error("journal read failed; refusing a call: %s", exc)
+            out.to_client.append(error_line(message.id, self._write_failure(message, str(exc))))
+            return
+        if entry is not None:
+            reserved = entry.claimed is not None and not entry.claimed.continued
+            upward.append((line, entry if reserved else None))
 
     def _write_failure(self, message: Message, cause: str) -> dict[str, Any]:
         params = message.params if isinstance(message.params, dict) else {}
@@ -269,7 +302,7 @@ class Interceptor:
             assert self._calls is not None
             self._calls.rolled_back([entry.claimed for entry in reserved if entry.claimed is not None])
             for entry in reserved:
-                self._in_flight.pop(id_key(entry.ident), None)
+                self._in_flight.pop(_key(entry.ident), None)
                 claimed = entry.claimed
                 assert claimed is not None
                 refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause=cause)
@@ -282,7 +315,7 @@ class Interceptor:
         kind = message.kind
         if kind is Kind.REQUEST:
             track = _TRACK_BY_METHOD.get(message.method or "", _Track.PLAIN)
-            self._in_flight[id_key(message.id)] = _InFlight(track, message.id)
+            self._in_flight[_key(message.id)] = _InFlight(track, message.id)
         elif kind is Kind.NOTIFICATION:
             if message.method == "notifications/cancelled":
                 self._mark_cancelled(message.params)
@@ -290,14 +323,18 @@ class Interceptor:
                 # A tools/call without an id cannot be answered, so it could run unseen: never forward it.
                 logger.warning("dropped a tools/call without an id: it cannot be answered or journaled")
                 return False
-        elif kind is Kind.BATCH and self._journal is not None and _batch_has_tool_call(message.body):
+        elif kind is Kind.BATCH and self._journal is not None and (message.deep or _batch_has_tool_call(message.body)):
+            # A batch too deep to read whole might hold a tools/call: it would run unjournaled.
             error = {
                 "code": INVALID_REQUEST,
                 "message": "JSON-RPC batches containing tools/call cannot be journaled; send one message per line",
             }
             out.to_client.append(error_line(None, error))
             return False
-        elif kind is Kind.OTHER and not isinstance(message.body, dict):
+        elif (kind is Kind.BATCH and not message.body and not message.deep) or (
+            kind is Kind.OTHER and not isinstance(message.body, dict)
+        ):
+            # An empty batch is an invalid request (JSON-RPC 2.0), answered once like any other.
             out.to_client.append(
                 error_line(None, {"code": INVALID_REQUEST, "message": "invalid request: not a JSON-RPC message"})
             )
@@ -308,8 +345,8 @@ class Interceptor:
         if not isinstance(params, dict) or "requestId" not in params:
             return
         key = id_key(params["requestId"])
-        entry = self._in_flight.get(key)
-        if entry is None:
+        entry = self._in_flight.get(key) if key is not None else None
+        if key is None or entry is None:
             return
         if entry.track is _Track.TOOL_CALL:
             # Keep it: if the upstream still answers, the answer is journaled as usual.
@@ -325,7 +362,7 @@ class Interceptor:
         """
         try:
             params = _valid_tools_call(message)
-            key = id_key(message.id)
+            key = _key(message.id)
             if key in self._in_flight:
                 raise DuplicateRequestId(message.id)
             assert self._calls is not None
@@ -335,7 +372,7 @@ class Interceptor:
                 assert self._unit is not None
                 claimed = self._calls.claim(message.id, params, self._unit)
                 if isinstance(claimed, bytes):
-                    out.to_client.append(claimed)
+                    out.to_client.append(self._with_identity(claimed))
                     return None
                 entry = _InFlight(_Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
@@ -350,8 +387,10 @@ class Interceptor:
         """Route a batch of complete lines from the upstream; what can be written to the client at once.
 
         A journaled call's final answer, and the upstream lines after it, wait for ``flush`` (its COMPLETED or
-        FAILED row must be durable before the client sees it).
+        FAILED row must be durable before the client sees it). A line that is not UTF-8 is repaired first (each
+        bad byte becomes U+FFFD): as it came, no client could read it.
         """
+        lines = _utf8_lines(lines)
         if not self._in_flight and not self._held_down:
             return lines
         out: list[bytes] = []
@@ -364,7 +403,7 @@ class Interceptor:
                     continue
                 if plain.claimed is None and plain.track is _Track.PLAIN:
                     del self._in_flight[key]
-                    self._emit_down(out, line, waits=False)
+                    self._emit_down(out, self._with_identity(line), waits=False)
                     continue
             entry = None
             message = None
@@ -373,15 +412,34 @@ class Interceptor:
             except WireParseError:
                 logger.warning("the upstream sent a line that is not JSON; forwarded as is")
             if message is not None and message.kind is Kind.RESPONSE:
-                entry = self._in_flight.pop(id_key(message.id), None)
+                response_key = id_key(message.id)
+                entry = self._in_flight.pop(response_key, None) if response_key is not None else None
             if entry is None or message is None:
                 self._emit_down(out, line, waits=False)
             elif entry.claimed is not None:
                 answer, final = self._tool_result(entry.claimed, message, line)
-                self._emit_down(out, answer, waits=final)
+                self._emit_down(out, self._with_identity(answer), waits=final)
             else:
-                self._emit_down(out, self._plain_result(entry, message, line), waits=False)
+                self._emit_down(out, self._with_identity(self._plain_result(entry, message, line)), waits=False)
         return out
+
+    def _with_identity(self, line: bytes) -> bytes:
+        """The line with ``--name``/``--version`` in its result's ``_meta`` server info, if it has one (2026-07-28
+        servers may put it in every result, not only in ``server/discover``'s)."""
+        if _SERVER_INFO_NEEDLE not in line:
+            return line
+        try:
+            text = line.decode()
+            path = ("result", "_meta", SERVER_INFO_META)
+            info = member_text(text, path)
+            if info is None or not info.startswith("{"):
+                return line
+            for key, value in self._identity.items():
+                text = set_member(text, (*path, key), dumps(value))
+        except ValueError:
+            logger.warning("could not set the server identity in a result")
+            return line
+        return text.encode()
 
     def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
         if waits or self._held_down:
@@ -454,10 +512,29 @@ class Interceptor:
         self._in_flight.clear()
         return out
 
+    def stopped(self, why: str) -> list[bytes]:
+        """At shutdown: error replies for every request still in flight (journaled calls stay PENDING)."""
+        out: list[bytes] = []
+        for entry in list(self._in_flight.values()):
+            claimed = entry.claimed
+            if claimed is not None and self._calls is not None:
+                self._calls.finished(claimed)
+            if not entry.cancelled:
+                refusal = Stopped(
+                    workflow=claimed.workflow if claimed else None,
+                    seq=claimed.seq if claimed else None,
+                    tool=claimed.tool if claimed else None,
+                    why=why,
+                )
+                out.append(error_line(entry.ident, refusal.to_error()))
+        self._in_flight.clear()
+        return out
+
     def abandon(self, ident: Any, reason: str) -> list[bytes]:
         """The error reply for one request in flight that will get no answer (its exchange with the upstream
         broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
-        entry = self._in_flight.pop(id_key(ident), None)
+        key = id_key(ident)
+        entry = self._in_flight.pop(key, None) if key is not None else None
         return self._abandoned(entry, reason) if entry is not None else []
 
     def _abandoned(self, entry: _InFlight, reason: str) -> list[bytes]:
@@ -484,6 +561,12 @@ def _valid_tools_call(message: Message) -> dict[str, Any]:
     Raises:
         InvalidCallParams: no params object, no tool name, or non-object arguments.
     """
+    if message.deep:
+        raise InvalidCallParams(
+            f"invalid params: the tools/call is nested too deeply to be journaled (its arguments may nest at most "
+            f"{MAX_ARGUMENT_DEPTH} levels)",
+            {"reason": "too_deep"},
+        )
     params = message.params
     if not isinstance(params, dict):
         raise InvalidCallParams("invalid params: tools/call needs a params object")
@@ -500,15 +583,38 @@ def _batch_has_tool_call(items: list[Any]) -> bool:
     return any(isinstance(item, dict) and item.get("method") == "tools/call" for item in items)
 
 
+def _utf8_lines(lines: list[bytes]) -> list[bytes]:
+    """``lines``, with any line that is not valid UTF-8 repaired (U+FFFD for each bad byte)."""
+    repaired: list[bytes] | None = None
+    for index, line in enumerate(lines):
+        if line.isascii():
+            continue
+        try:
+            line.decode()
+        except UnicodeDecodeError:
+            logger.warning("the upstream sent a line that is not UTF-8; its bad bytes were replaced by U+FFFD")
+            if repaired is None:
+                repaired = list(lines)
+            repaired[index] = line.decode(errors="replace").encode()
+    return repaired if repaired is not None else lines
+
+
+def _key(ident: Any) -> tuple[str, Any]:
+    """The ``id_key`` of a request id already checked to be one."""
+    key = id_key(ident)
+    assert key is not None
+    return key
+
+
 def internal_error_replies(lines: list[bytes]) -> list[bytes]:
     """A -32603 error for every request among ``lines`` (used when routing them failed unexpectedly)."""
     out: list[bytes] = []
+    error = {"code": INTERNAL_ERROR, "message": "internal error in checkpoint; the request was not forwarded"}
     for line in lines:
         try:
             message = classify(line)
         except WireParseError:
             continue
         if message.kind is Kind.REQUEST:
-            error = {"code": INTERNAL_ERROR, "message": "internal error in checkpoint; the request was not forwarded"}
-            out.append(error_line(message.id, error))
+            out.append(error_line(message.id if id_key(message.id) is not None else None, error))
     return out

@@ -8,8 +8,11 @@ side stops reading, the other side is paused instead (backpressure), so memory s
 
 Lifecycle (every wait is bounded):
 
-* client EOF (or SIGTERM/SIGINT): stop reading the client, let the requests in flight finish and their answers
-  be journaled (up to ``DRAIN_SECONDS``), then shut the upstream down (``Upstream.shutdown``);
+* client EOF: stop reading the client, let the journaled calls in flight finish and their answers be journaled
+  (up to ``DRAIN_SECONDS``; other requests are not waited for: a server may silently drop a request it
+  rejects), then shut the upstream down (``Upstream.shutdown``), and answer what is left with ``Stopped``;
+* SIGTERM/SIGINT, before or during that drain: end it at once (answers that have arrived are journaled), give
+  the upstream ``SIGNAL_GRACE_SECONDS`` to shut down, then kill it; a second signal kills it at once;
 * upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), clean
   up what is left of it, exit non-zero;
 * the proxy itself killed: a child upstream dies with us (see ``upstream.spawn``).
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import signal
 from collections.abc import Callable
 from typing import IO, Any, Protocol
@@ -31,7 +35,8 @@ from checkpoint_mcp.proxy.upstream import Upstream
 
 logger = logging.getLogger(__name__)
 
-DRAIN_SECONDS = 10.0  # after the client leaves: how long answers to calls in flight are awaited (and journaled)
+DRAIN_SECONDS = 10.0  # after the client leaves: how long answers to journaled calls in flight are awaited
+SIGNAL_GRACE_SECONDS = 1.0  # after SIGTERM/SIGINT: how long the upstream's graceful shutdown may take
 CLIENT_FLUSH_SECONDS = 2.0  # at exit: how long what we still owe the client may take to write
 READ_CHUNK = 1 << 18  # for a client stdin that is a regular file
 
@@ -54,6 +59,7 @@ class Relay:
         self._client_gone = asyncio.Event()
         self._upstream_gone = asyncio.Event()
         self._settled = asyncio.Event()
+        self._hurry = asyncio.Event()
         self._signal: int | None = None
         self._fatal: str | None = None
         self._flush_scheduled = False
@@ -124,7 +130,9 @@ class Relay:
         tail = self._from_client.flush()
         if tail:
             self._route_client_lines(tail)
-        logger.info("client closed its end; draining %d request(s) in flight", self._interceptor.outstanding())
+        logger.info(
+            "client closed its end; draining %d journaled call(s) in flight", self._interceptor.journaled_outstanding()
+        )
         self._client_gone.set()
 
     # ---- the upstream's side (``UpstreamSink``) ------------------------------------------------------------
@@ -159,7 +167,7 @@ class Relay:
 
     def _after_answers(self) -> None:
         self._schedule_flush()
-        if self._interceptor.outstanding() == 0:
+        if self._interceptor.journaled_outstanding() == 0:
             self._settled.set()
         self._check_fatal()
 
@@ -186,6 +194,7 @@ class Relay:
             return
         self._signal = signum
         logger.info("%s received; shutting down", signal.Signals(signum).name)
+        self._hurry.set()
         if self._client_reader is not None:
             self._client_reader.pause_reading()
         self.client_eof()
@@ -215,13 +224,15 @@ class Relay:
 
     async def _connect_client_reader(self, loop: asyncio.AbstractEventLoop) -> None:
         reader = Reader(self.client_data, self.client_eof)
-        try:
-            transport, _ = await loop.connect_read_pipe(lambda: reader, self._client_in)
-            transport.max_size = PIPE_READ  # type: ignore[attr-defined]
-            self._client_reader = transport
-        except ValueError:
-            # A regular file (``checkpoint … < requests.jsonl``): no pipe transport; read it in a thread.
-            loop.run_in_executor(None, _read_file_into, self._client_in, loop, self.client_data, self.client_eof)
+        if _pollable(self._client_in.fileno()):
+            with contextlib.suppress(ValueError):
+                transport, _ = await loop.connect_read_pipe(lambda: reader, self._client_in)
+                transport.max_size = PIPE_READ  # type: ignore[attr-defined]
+                self._client_reader = transport
+                return
+        # A regular file (``checkpoint … < requests.jsonl``) or a device the loop cannot poll (``< /dev/null``):
+        # read it in a thread.
+        loop.run_in_executor(None, _read_file_into, self._client_in, loop, self.client_data, self.client_eof)
 
     async def _connect_client_writer(self, loop: asyncio.AbstractEventLoop) -> None:
         writer = Writer(self._upstream.pause_reading, self._client_writer_lost)
@@ -250,21 +261,32 @@ class Relay:
         return 1
 
     async def _after_client_left(self) -> int:
-        if self._interceptor.outstanding() and not self._upstream_gone.is_set():
+        interceptor = self._interceptor
+        if interceptor.journaled_outstanding() and not self._upstream_gone.is_set() and not self._hurry.is_set():
             self._settled.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(DRAIN_SECONDS):
-                    while self._interceptor.outstanding() and not self._upstream_gone.is_set():
-                        await _first(self._settled.wait(), self._upstream_gone.wait())
+                    while interceptor.journaled_outstanding() and not self._upstream_gone.is_set():
+                        await _first(self._settled.wait(), self._upstream_gone.wait(), self._hurry.wait())
+                        if self._hurry.is_set():
+                            break
                         self._settled.clear()
-            left = self._interceptor.outstanding()
+            left = interceptor.journaled_outstanding()
             if left:
-                logger.warning(
-                    "%d request(s) still unanswered after %.0fs; their calls stay in doubt", left, DRAIN_SECONDS
-                )
-        await self._upstream.shutdown()
+                logger.warning("%d journaled call(s) still unanswered at shutdown; they stay in doubt", left)
         self._flush()
-        self._write_client(self._interceptor.upstream_gone("stopped at shutdown"))
+        if self._hurry.is_set():
+            try:
+                async with asyncio.timeout(SIGNAL_GRACE_SECONDS):
+                    await self._upstream.shutdown()
+            except TimeoutError:
+                logger.info("the upstream did not stop within %.0fs of the signal; killing it", SIGNAL_GRACE_SECONDS)
+                self._upstream.kill()
+        else:
+            await self._upstream.shutdown()
+        self._flush()
+        why = f"{signal.Signals(self._signal).name} received" if self._signal is not None else "the client left"
+        self._write_client(interceptor.stopped(why))
         if self._fatal is not None:
             return 1
         return 128 + self._signal if self._signal is not None else 0
@@ -288,6 +310,19 @@ async def _first(*aws: Any) -> None:
     finally:
         for task in tasks:
             task.cancel()
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd`` (epoll refuses regular files and some devices, like /dev/null)."""
+    epoll = getattr(select, "epoll", None)
+    if epoll is None:
+        return True
+    with epoll() as probe:
+        try:
+            probe.register(fd, select.EPOLLIN)
+        except OSError:
+            return False
+    return True
 
 
 def _read_file_into(

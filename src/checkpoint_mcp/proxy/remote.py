@@ -132,7 +132,8 @@ class RemoteUpstream:
         self._mcp = McpHeaders()
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._exchanges: dict[tuple[str, Any], tuple[asyncio.Task[None], OutgoingMessage]] = {}
+        # Keyed by ``id_key``; None (no valid id) matches nothing the interceptor let through.
+        self._exchanges: dict[tuple[str, Any] | None, tuple[asyncio.Task[None], OutgoingMessage]] = {}
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._session: str | None = None

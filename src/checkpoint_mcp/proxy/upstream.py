@@ -7,9 +7,9 @@ A local upstream is started early, watched, and never left behind.
 
 The proxy starts the upstream before it imports its event loop and interceptor, so the server's own start-up
 (often hundreds of milliseconds for `npx`/`uvx` servers) overlaps with ours. This module therefore imports only
-the standard library's process tools. The child runs ``/bin/sh -c CMD`` in a new process group with the full
-environment, its stderr shared with ours, and (Linux) ``PR_SET_PDEATHSIG`` so the kernel kills it if the proxy
-dies without a chance to clean up.
+the standard library's process tools. The child runs ``/bin/sh -c CMD`` with the full environment and its stderr
+shared with ours; on Linux it runs below a keeper process (``keeper.py``) that takes its whole process tree down
+with the proxy, however the proxy dies.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Callable
 from typing import Any, Protocol
 
-PR_SET_PDEATHSIG = 1
+from checkpoint_mcp.proxy import keeper
+from checkpoint_mcp.proxy.keeper import LocalProcess
 
 
 class UpstreamSink(Protocol):
@@ -66,37 +64,13 @@ class Upstream(Protocol):
         """End the server at once."""
 
 
-def _death_signal_setter() -> Callable[[], None] | None:
-    """A pre-exec hook that asks the kernel to SIGKILL the child when we die; libc is loaded here, in the parent."""
-    if sys.platform != "linux":
-        return None
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def set_death_signal() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-    return set_death_signal
-
-
-def spawn(command: str) -> subprocess.Popen[bytes]:
-    """Start ``/bin/sh -c command`` with pipes for stdin and stdout, in its own process group.
+def spawn(command: str) -> LocalProcess:
+    """Start ``/bin/sh -c command`` with pipes for stdin and stdout, its process tree kept (see ``keeper``).
 
     Raises:
-        OSError: /bin/sh could not be started.
+        OSError: the shell could not be started.
     """
-    return subprocess.Popen(  # noqa: S602 - the spec says the upstream command is run by a shell
-        command,
-        shell=True,
-        executable="/bin/sh",
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=None,
-        start_new_session=True,
-        preexec_fn=_death_signal_setter(),  # noqa: PLW1509 - no threads exist yet at this point
-        bufsize=0,
-    )
+    return keeper.spawn(command)
 
 
 def describe_status(returncode: int | None) -> str:

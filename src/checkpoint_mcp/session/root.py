@@ -58,6 +58,8 @@ def resolve_root(
     Raises:
         ProjectRootError: the chosen path is relative, missing, or not a directory.
     """
+    if argument is not None and not argument:
+        raise ProjectRootError(f"{argument_label} is empty: give the project's absolute path, or leave it out")
     candidates: list[tuple[str | None, RootSource, str]] = [
         (argument, RootSource.ARGUMENT, argument_label),
         (environ.get(CHECKPOINT_ENV), RootSource.CHECKPOINT_ENV, CHECKPOINT_ENV),
@@ -93,7 +95,9 @@ def _validated(path: str, label: str) -> str:
 def relative_path(root: str, path: str) -> str:
     """The path as stored in the checkpoint: relative to ``root``, normalized, with ``/`` separators.
 
-    An absolute path inside the project (directly or through a symlinked directory) becomes relative.
+    An absolute path inside the project (directly or through a symlinked directory) becomes relative. A path
+    whose folder, once symlinks are resolved, lies outside the project is refused; the file itself is not
+    followed (a symlink in the project that points elsewhere is a file of the project).
 
     Raises:
         PathOutsideProject: the path is empty, too long, or resolves outside the project root.
@@ -109,11 +113,15 @@ def relative_path(root: str, path: str) -> str:
             relative = _inside(root, os.path.join(os.path.realpath(parent), base))
         if relative is None:
             raise PathOutsideProject(f"{path} is outside the project root {root}")
-        return relative
-    normal = posixpath.normpath(path.replace(os.sep, "/"))
-    if normal in (".", "..") or normal.startswith("../"):
-        raise PathOutsideProject(f"{path} is outside the project root {root}")
-    return normal
+    else:
+        relative = posixpath.normpath(path.replace(os.sep, "/"))
+        if relative in (".", "..") or relative.startswith("../"):
+            raise PathOutsideProject(f"{path} is outside the project root {root}")
+    # A folder on the way may be a symlink that leads out of the project: the file's folder must resolve inside.
+    folder = os.path.realpath(os.path.dirname(os.path.join(root, relative)))
+    if folder != root and _inside(root, folder) is None:
+        raise PathOutsideProject(f"{path} is outside the project root {root} (through a symlinked folder)")
+    return relative
 
 
 def _inside(root: str, path: str) -> str | None:

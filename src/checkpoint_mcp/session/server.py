@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
-from checkpoint_mcp.session import journals, model, service
+from checkpoint_mcp.session import journals, model, service, surrogates
 from checkpoint_mcp.session.journals import JournalSpec, Setup
 from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest
 from checkpoint_mcp.session.model import Task, TaskStatus
@@ -164,6 +164,17 @@ def _root(argument: str | None, roots: ListRootsResult | None) -> ProjectRoot:
     return resolve_root(argument, environ=os.environ, client_roots=uris, cwd=os.getcwd())
 
 
+def _refuse_damaged(ctx: Context[Any, Any]) -> None:
+    """Refuse a request whose text held lone surrogates (see ``surrogates``): nothing is read or written.
+
+    Raises:
+        ToolError: naming the fields.
+    """
+    problem = surrogates.refusal(ctx.request_id)
+    if problem is not None:
+        raise ToolError(problem)
+
+
 def _result(text: str, structured: BaseModel) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured.model_dump(mode="json")
@@ -183,6 +194,7 @@ def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
 
     async def save_session_checkpoint(
         *,
+        ctx: Context[Any, Any],
         goal: Annotated[
             str, Field(min_length=1, max_length=model.GOAL_MAX, description="Primary objective of the session")
         ],
@@ -243,6 +255,7 @@ def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
             if recentCommands is None
             else tuple(CommandInput(c.command, c.exitCode, c.note) for c in recentCommands),
         )
+        _refuse_damaged(ctx)
         try:
             root = _root(projectRoot, client_roots)
             async with serial:
@@ -267,6 +280,7 @@ def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
 
     async def load_session_checkpoint(
         *,
+        ctx: Context[Any, Any],
         client_roots: ClientRoots,
         format: Annotated[
             Literal["brief", "full"],
@@ -278,6 +292,7 @@ def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
         projectRoot: ProjectRootArgument = None,
     ) -> Annotated[CallToolResult, LoadResult]:
         """The load tool: read, check drift and render in a worker thread, one tool call at a time."""
+        _refuse_damaged(ctx)
         try:
             root = _root(projectRoot, client_roots)
             async with serial:
@@ -364,4 +379,5 @@ def readable_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def run(journal_specs: tuple[JournalSpec, ...] = ()) -> None:
     """Serve the session tools over stdio until the client closes the connection."""
+    surrogates.guard_stdin()
     build_server(journal_specs).run("stdio")

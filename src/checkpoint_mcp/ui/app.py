@@ -57,7 +57,7 @@ def open_for_operator(location: str) -> Journal:
     """
     from checkpoint_mcp.journal import open_journal
 
-    return open_journal(location)
+    return open_journal(location, create=False)  # never creates or converts a journal
 
 
 class JournalAccess:

@@ -19,6 +19,7 @@ Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -108,26 +109,26 @@ def _range(start: int, limit: int | None) -> tuple[str, tuple[Any, ...]]:
     return " AND seq >= ? AND seq < ?", (start, limit)
 
 
-class JournalReader:
+class JournalReader(ABC):
     """A journal opened read-only for digests; ``open_reader`` picks the database."""
 
     location: str
 
+    @abstractmethod
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Every row of one read-only statement (``?`` placeholders).
 
         Raises:
             JournalUnavailable: the journal cannot be read.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def owner_since(self, root: str) -> tuple[str, str] | None:
         """(since, description) of the live proxy owning ``root``'s lineage, or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def close(self) -> None:
         """Release the connection."""
-        raise NotImplementedError
 
     # ---- portable reads ----------------------------------------------------------------------------------
 

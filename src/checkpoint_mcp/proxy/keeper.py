@@ -30,7 +30,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -199,8 +199,8 @@ def _children(pid: int) -> list[int] | None:
     return kids
 
 
-def _parents() -> dict[int, list[int]]:
-    by_parent: dict[int, list[int]] = {}
+def process_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """Every process's pid and the fields of its ``/proc/PID/stat`` after the command name (state, ppid, pgrp, …)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -209,8 +209,13 @@ def _parents() -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        by_parent.setdefault(int(fields[1]), []).append(int(entry.name))
+        yield int(entry.name), stat[stat.rfind(b")") + 2 :].split()
+
+
+def _parents() -> dict[int, list[int]]:
+    by_parent: dict[int, list[int]] = {}
+    for pid, fields in process_stats():
+        by_parent.setdefault(int(fields[1]), []).append(pid)
     return by_parent
 
 

@@ -105,16 +105,7 @@ def group_alive(pgid: int) -> bool:
         return True
     if not os.path.isdir("/proc/self"):
         return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    return any(
+        len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X")
+        for _, fields in keeper.process_stats()
+    )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from checkpoint_mcp.errors import JournalError
@@ -215,20 +215,8 @@ def positions(journals: Sequence[Journaled], warnings: list[str]) -> tuple[Journ
                 continue
             if mark is None:
                 continue  # too many calls in flight to list: a load reads this workflow by time
-            found.append(
-                JournalPosition(
-                    location=journal.shown,
-                    workflow=journal.workflow,
-                    head=mark.head,
-                    last_seq=mark.last_seq,
-                    last_at=mark.last_at,
-                    calls=mark.calls,
-                    completed=mark.completed,
-                    failed=mark.failed,
-                    pending=mark.pending,
-                    resolutions=mark.resolutions,
-                )
-            )
+            # A position is the mark plus where it was taken: the same fields, by name.
+            found.append(JournalPosition(location=journal.shown, workflow=journal.workflow, **_marked(mark)))
     finally:
         _close(readers)
     return tuple(found)
@@ -251,16 +239,7 @@ def digests(
             position = marks.get((journal.shown, journal.workflow))
             mark = None
             if position is not None:
-                mark = Mark(
-                    head=position.head,
-                    last_seq=position.last_seq,
-                    last_at=position.last_at,
-                    calls=position.calls,
-                    completed=position.completed,
-                    failed=position.failed,
-                    pending=position.pending,
-                    resolutions=position.resolutions,
-                )
+                mark = Mark(**_marked(position))
             try:
                 if isinstance(reader, str):
                     raise JournalError(reader)
@@ -314,3 +293,10 @@ def _call(call: Any) -> dict[str, Any]:
         "startedAt": call.started_at,
         "finishedAt": call.finished_at,
     }
+
+
+def _marked(source: Any) -> dict[str, Any]:
+    """The fields of a ``Mark`` taken by name from ``source`` (a mark, or a saved position, which has them all)."""
+    from checkpoint_mcp.journal.digest import Mark
+
+    return {f.name: getattr(source, f.name) for f in fields(Mark)}

@@ -9,6 +9,7 @@ they compare as strings and read the same everywhere.
 from __future__ import annotations
 
 import hashlib
+import socket
 from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -422,6 +423,74 @@ class SqlJournal(Journal):
                 (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
             )
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
+
+    def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
+        """Mark the in-doubt PENDING call at ``seq`` as this process's (see ``Journal.take_in_doubt``)."""
+        with self.transaction():
+            row = self.execute(
+                f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq)
+            ).fetchone()
+            if row is None:
+                return None
+            record = _record(row)
+            if record.state is not CallState.PENDING:
+                return None
+            seen = record.replica
+            if seen == self.replica_id:
+                return record
+            if seen is not None and self.replica_alive(seen):
+                return None
+            # Compare-and-set on the replica seen: of two replicas racing for the row, one updates it.
+            where = "replica_id IS NULL" if seen is None else "replica_id = ?"
+            params: tuple[Any, ...] = (self.replica_id, workflow, seq) + (() if seen is None else (seen,))
+            taken = self.execute(
+                f"UPDATE calls SET replica_id = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {where}",
+                params,
+            ).rowcount
+        return record._replace(replica=self.replica_id) if taken == 1 else None
+
+    def settle(
+        self,
+        workflow: str,
+        seq: int,
+        action: ResolveAction,
+        outcome: str | None,
+        by: str,
+        evidence: str,
+        *,
+        keep_row: bool = False,
+    ) -> bool:
+        """Apply and audit a policy's settlement of a PENDING call this process took (see ``Journal.settle``)."""
+        mine = "replica_id IS NULL" if self.replica_id is None else "replica_id = ?"
+        key: tuple[Any, ...] = (workflow, seq) + (() if self.replica_id is None else (self.replica_id,))
+        now = utc_now()
+        with self.transaction():
+            if action is ResolveAction.COMPLETED:
+                changed = self.execute(
+                    "UPDATE calls SET state = 'COMPLETED', outcome = ?, finished_at = ?, replica_id = NULL"
+                    f" WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}",
+                    (outcome, now, *key),
+                ).rowcount
+            elif action is ResolveAction.RELEASED and keep_row:
+                changed = self.execute(
+                    f"SELECT count(*) FROM calls WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}",
+                    key,
+                ).fetchone()[0]
+            elif action is ResolveAction.RELEASED:
+                changed = self.execute(
+                    f"DELETE FROM calls WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}", key
+                ).rowcount
+            else:
+                raise UsageError(f"a policy cannot settle a call as {action.value}")
+            if int(changed) != 1:
+                return False
+            self.execute(
+                "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome,"
+                " resolved_by, host, at) VALUES (?, ?, ?, 'PENDING', NULL, ?, ?, ?, ?)",
+                (workflow, seq, action.value, outcome if outcome is not None else evidence, f"checkpoint ({by})",
+                 socket.gethostname(), now),
+            )
+        return True
 
     def version(self) -> str:
         """What the rows look like (``content_marker``) and who owns each lineage, as one short digest."""

@@ -38,6 +38,7 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
+from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
@@ -64,6 +65,15 @@ class Claimed(NamedTuple):
     tool: str
     signature: str
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
+
+
+class Unsettled(NamedTuple):
+    """An in-doubt call met again (by sequence, key or content) whose tool's policy can settle it: by a probe, or
+    by sending it again under its idempotency key. The interceptor settles it, or answers ``refusal``."""
+
+    record: CallRecord  # the PENDING row, as found
+    rule: SettleRule
+    refusal: InDoubt  # the answer when it cannot be settled
 
 
 class _AwaitingInput(NamedTuple):
@@ -109,8 +119,9 @@ class CallJournal:
 
     # ---- claiming -----------------------------------------------------------------------------------------
 
-    def claim(self, ident: Any, params: dict[str, Any], unit: UnitOfWork) -> Claimed | bytes:
-        """Decide one valid tools/call: the claim to forward, or the line that answers it from the journal.
+    def claim(self, ident: Any, params: dict[str, Any], unit: UnitOfWork) -> Claimed | Unsettled | bytes:
+        """Decide one valid tools/call: the claim to forward, an in-doubt call its policy may settle, or the line
+        that answers it from the journal.
 
         Raises:
             CallRefused: invalid hints, in doubt, divergent or collected.
@@ -138,7 +149,7 @@ class CallJournal:
         if isinstance(decision, Proceed):
             return self._reserve(unit, seq, name, arguments, signature, key)
         if isinstance(decision, InDoubtAt):
-            raise self._pending(decision.record, seq, signature)
+            return self.in_doubt(decision.record, seq, signature)
         if isinstance(decision, Diverge):
             if self._config.on_divergence == "fork":
                 self._lineage = unit.fork(self._lineage, seq)
@@ -153,6 +164,32 @@ class CallJournal:
                 return self._reserve(unit, seq, name, arguments, signature, key)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
+
+    def in_doubt(self, found: CallRecord, seq: int, signature: str) -> Unsettled:
+        """A PENDING row met by a call with ``signature`` (by its sequence, its key, or, for a repeat caught by
+        content, its signature): an ``Unsettled`` to settle when the call is the same and truly in doubt (no live
+        process runs it) and its tool's policy declares a probe or an idempotency key.
+
+        Raises:
+            InDoubt: it cannot be settled (in flight, another call, or no such policy): the refusal.
+            JoinInFlight: the same call is running here or on a live replica, and joins are enabled.
+        """
+        refusal = self._pending(found, seq, signature)
+        policy = self._config.policy
+        rule = policy.rule_for(found.tool) if policy is not None else None
+        truly = refusal.data.get("reason") == "in_doubt"
+        if rule is None or not truly or found.signature != signature or not can_settle(rule):
+            raise refusal
+        return Unsettled(found, rule, refusal)
+
+    def settling(self, record: CallRecord) -> Claimed:
+        """The in-doubt call ``record`` is being settled by this process: in flight here until ``finished``."""
+        self._running[(record.workflow, record.seq)] = record.signature
+        return Claimed(record.workflow, record.seq, record.tool, record.signature, continued=True)
+
+    def replay_of(self, ident: Any, record: CallRecord) -> bytes:
+        """The line that answers ``ident`` from the finished ``record`` (a replay)."""
+        return self._replay_line(ident, record)
 
     def _pending(self, found: CallRecord, seq: int, signature: str) -> InDoubt:
         """A PENDING row: in flight here or on a live replica (a re-sent call joins it, where joins are enabled),

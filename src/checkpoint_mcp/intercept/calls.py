@@ -40,7 +40,7 @@ from checkpoint_mcp.journal.base import (
 )
 from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.report import operator_commands
-from checkpoint_mcp.proxy.config import ProxyConfig
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
 

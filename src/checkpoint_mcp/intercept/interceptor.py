@@ -32,8 +32,8 @@ from checkpoint_mcp.errors import (
     UpstreamExited,
 )
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
-from checkpoint_mcp.proxy.calls import CallJournal, Claimed
-from checkpoint_mcp.proxy.config import ProxyConfig
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.signature import MAX_ARGUMENT_DEPTH
 from checkpoint_mcp.wire import (
     Kind,

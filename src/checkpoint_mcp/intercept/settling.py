@@ -29,7 +29,7 @@ from checkpoint_mcp.intercept.settle import (
     with_key_argument,
 )
 from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction
-from checkpoint_mcp.proxy.calls import CallJournal, Claimed, Unsettled
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.wire import dumps, error_line
 
 logger = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.proxy.interceptor import Interceptor, internal_error_replies
-from checkpoint_mcp.proxy.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
-from checkpoint_mcp.proxy.upstream import Upstream
+from checkpoint_mcp.intercept.interceptor import Interceptor, internal_error_replies
+from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
+from checkpoint_mcp.upstream.base import Upstream
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import os
 import signal
 from typing import Any, Protocol
 
-from checkpoint_mcp.proxy import keeper
-from checkpoint_mcp.proxy.keeper import LocalProcess
+from checkpoint_mcp.upstream.stdio import keeper
+from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
 
 
 class UpstreamSink(Protocol):

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 
 from checkpoint_mcp.errors import UpstreamRefused
-from checkpoint_mcp.proxy.exchange import NOT_RUN_STATUSES, Lost, Refused, content_type, describe, response_key
-from checkpoint_mcp.proxy.headers import OutgoingMessage
-from checkpoint_mcp.proxy.sse import EventParser, EventTooLarge, to_line
+from checkpoint_mcp.upstream.http.exchange import NOT_RUN_STATUSES, Lost, Refused, content_type, describe, response_key
+from checkpoint_mcp.upstream.http.headers import OutgoingMessage
+from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, error_line
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.proxy.remote import RemoteUpstream
+    from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
 logger = logging.getLogger(__name__)
 

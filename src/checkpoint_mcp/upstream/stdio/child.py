@@ -16,9 +16,9 @@ import logging
 import os
 import signal
 
-from checkpoint_mcp.proxy.keeper import LocalProcess
-from checkpoint_mcp.proxy.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
-from checkpoint_mcp.proxy.upstream import UpstreamSink, describe_status, group_alive, signal_group
+from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
+from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
+from checkpoint_mcp.upstream.base import UpstreamSink, describe_status, group_alive, signal_group
 
 logger = logging.getLogger(__name__)
 

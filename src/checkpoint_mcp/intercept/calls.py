@@ -13,6 +13,7 @@ import json
 import logging
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import (
     CallRefused,
@@ -23,6 +24,7 @@ from checkpoint_mcp.errors import (
     JoinInFlight,
     StillInFlight,
 )
+from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
     MAX_KEY_LENGTH,
@@ -38,9 +40,7 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
-from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.report import operator_commands
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
 
@@ -65,6 +65,7 @@ class Claimed(NamedTuple):
     tool: str
     signature: str
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
+    key: str | None = None  # the agent's own key (``_meta.checkpoint_key`` or ``idempotencyKey``), if any
 
 
 class Unsettled(NamedTuple):
@@ -185,7 +186,7 @@ class CallJournal:
     def settling(self, record: CallRecord) -> Claimed:
         """The in-doubt call ``record`` is being settled by this process: in flight here until ``finished``."""
         self._running[(record.workflow, record.seq)] = record.signature
-        return Claimed(record.workflow, record.seq, record.tool, record.signature, continued=True)
+        return Claimed(record.workflow, record.seq, record.tool, record.signature, continued=True, key=record.key)
 
     def replay_of(self, ident: Any, record: CallRecord) -> bytes:
         """The line that answers ``ident`` from the finished ``record`` (a replay)."""
@@ -282,7 +283,7 @@ class CallJournal:
         workflow = self._lineage.head
         unit.reserve(workflow, seq, name, stored, signature, key)
         self._running[(workflow, seq)] = signature
-        return Claimed(workflow, seq, name, signature)
+        return Claimed(workflow, seq, name, signature, key=key)
 
     def savepoint(self) -> tuple[Any, ...]:
         """What ``restore`` needs to undo the claims made from here on (before their unit commits)."""
@@ -315,7 +316,7 @@ class CallJournal:
         chosen = (exact or candidates)[0]
         self._awaiting.remove(chosen)
         claimed = chosen.claimed
-        return Claimed(claimed.workflow, claimed.seq, claimed.tool, claimed.signature, continued=True)
+        return claimed._replace(continued=True)
 
     @property
     def _where(self) -> str:

@@ -17,6 +17,7 @@ import re
 from typing import Any, NamedTuple
 
 from checkpoint_mcp import debug
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -31,9 +32,10 @@ from checkpoint_mcp.errors import (
     Stopped,
     UpstreamExited,
 )
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
+from checkpoint_mcp.intercept.settle import idempotency_key, unanswered, with_key_argument
+from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
-from checkpoint_mcp.intercept.calls import CallJournal, Claimed
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.signature import MAX_ARGUMENT_DEPTH
 from checkpoint_mcp.wire import (
     Kind,
@@ -61,6 +63,8 @@ class _Track(enum.Enum):
     INITIALIZE = "initialize"  # its result carries the server identity (handshake era)
     DISCOVER = "discover"  # its result carries the server identity (2026-07-28)
     TOOLS_LIST = "tools_list"  # its result carries the tools' annotations (--trust-annotations)
+    SETTLING = "settling"  # a tools/call that met an in-doubt call: waits for the probe of that call
+    PROBE = "probe"  # our own probe request (a policy's read-only tool); its answer never reaches the client
 
 
 _TRACK_BY_METHOD = {
@@ -73,13 +77,14 @@ _TRACK_BY_METHOD = {
 class _InFlight:
     """A request from the client waiting for its response."""
 
-    __slots__ = ("cancelled", "claimed", "ident", "track")
+    __slots__ = ("cancelled", "claimed", "ident", "pending", "track")
 
     def __init__(self, track: _Track, ident: Any, claimed: Claimed | None = None) -> None:
         self.track = track
         self.ident = ident
-        self.claimed = claimed  # for TOOL_CALL
+        self.claimed = claimed  # for TOOL_CALL and SETTLING
         self.cancelled = False
+        self.pending: PendingProbe | None = None  # for PROBE: the call waiting for it
 
 
 class Join(NamedTuple):
@@ -159,6 +164,9 @@ class Interceptor:
         self._held_up: list[tuple[bytes, _InFlight | None]] = []
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
+        self._settler = Settler(journal, calls) if journal is not None and calls is not None else None
+        self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
+        self._expired: set[tuple[str, Any]] = set()  # probes that timed out: their late answers are dropped
 
     @property
     def needs_flush(self) -> bool:
@@ -233,7 +241,7 @@ class Interceptor:
                 upward.append((line, None))
             return
         try:
-            entry = self._tool_call(message, out)
+            routed = self._tool_call(message, out, line)
         except JoinInFlight as join:
             refusal = error_line(message.id, join.refusal.to_error())
             out.joins.append(Join(line, refusal, join.workflow, join.seq))
@@ -243,7 +251,8 @@ class Interceptor:
             logger.error("journal read failed; refusing a call: %s", exc)
             out.to_client.append(error_line(message.id, self._write_failure(message, str(exc))))
             return
-        if entry is not None:
+        if routed is not None:
+            entry, line = routed
             reserved = entry.claimed is not None and not entry.claimed.continued
             upward.append((line, entry if reserved else None))
 
@@ -348,14 +357,15 @@ class Interceptor:
         entry = self._in_flight.get(key) if key is not None else None
         if key is None or entry is None:
             return
-        if entry.track is _Track.TOOL_CALL:
+        if entry.track in (_Track.TOOL_CALL, _Track.SETTLING):
             # Keep it: if the upstream still answers, the answer is journaled as usual.
             entry.cancelled = True
         else:
             del self._in_flight[key]
 
-    def _tool_call(self, message: Message, out: ClientBatch) -> _InFlight | None:
-        """Route one tools/call request. Returns the entry to forward, or None if it was answered here.
+    def _tool_call(self, message: Message, out: ClientBatch, line: bytes) -> tuple[_InFlight, bytes] | None:
+        """Route one tools/call request. Returns the entry and the line to forward, or None if it was answered
+        here (or waits for a probe).
 
         Raises:
             JournalError: the journal could not be read.
@@ -374,12 +384,79 @@ class Interceptor:
                 if isinstance(claimed, bytes):
                     out.to_client.append(self._with_identity(claimed))
                     return None
+                if isinstance(claimed, Unsettled):
+                    return self._settle(message, line, params, claimed, out)
+                line = self._with_key(line, params["name"], claimed)
                 entry = _InFlight(_Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
             out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
-        return entry
+        return entry, line
+
+    def _with_key(self, line: bytes, tool: str, claimed: Claimed) -> bytes:
+        """``line`` with the idempotency key its tool's policy asks for (the one edit a policy makes)."""
+        policy = self._config.policy
+        rule = policy.rule_for(tool) if policy is not None else None
+        idempotency = rule.idempotency if rule is not None else None
+        if idempotency is None or idempotency.argument is None:
+            return line
+        key = idempotency_key(claimed.workflow, claimed.seq, claimed.key)
+        return with_key_argument(line, idempotency.argument, key)
+
+    # ---- in-doubt calls a policy settles (see settling.py) -----------------------------------------------
+
+    def _settle(
+        self, message: Message, line: bytes, params: dict[str, Any], unsettled: Unsettled, out: ClientBatch
+    ) -> tuple[_InFlight, bytes] | None:
+        assert self._settler is not None
+        step = self._settler.begin(message.id, line, params, unsettled)
+        if isinstance(step, Answer):
+            out.to_client.append(step.line)
+            return None
+        if isinstance(step, Forward):
+            entry = _InFlight(_Track.TOOL_CALL, message.id, step.claimed)
+            self._in_flight[_key(message.id)] = entry
+            return entry, step.line
+        waiting = _InFlight(_Track.SETTLING, message.id, step.pending.claimed)
+        self._in_flight[_key(message.id)] = waiting
+        probe = _InFlight(_Track.PROBE, step.probe_id)
+        probe.pending = step.pending
+        self._in_flight[_key(step.probe_id)] = probe
+        self._timers.append((step.probe_id, step.timeout))
+        return probe, step.line
+
+    def take_timers(self) -> list[tuple[str, float]]:
+        """The probes sent since the last call, with their timeouts: the pump calls ``probe_expired`` after each."""
+        timers, self._timers = self._timers, []
+        return timers
+
+    def probe_expired(self, probe_id: str) -> list[bytes]:
+        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets)."""
+        key = _key(probe_id)
+        probe = self._in_flight.pop(key, None)
+        if probe is None or probe.pending is None:
+            return []
+        self._expired.add(key)
+        return self._probe_concluded(probe.pending, None, f"no answer within {probe.pending.probe.timeout:g}s")
+
+    def _probe_concluded(self, pending: PendingProbe, response: dict[str, Any] | None, why: str = "") -> list[bytes]:
+        """Settle the call waiting for a probe; the lines for the client now (a forwarded call waits for flush)."""
+        assert self._settler is not None
+        waiting = self._in_flight.pop(_key(pending.ident), None)
+        if response is None:
+            step = self._settler.conclude(pending, unanswered(pending.probe, pending.arguments, why))
+        else:
+            step = self._settler.answered(pending, response)
+        if isinstance(step, Forward):
+            entry = _InFlight(_Track.TOOL_CALL, pending.ident, step.claimed)
+            entry.cancelled = waiting.cancelled if waiting is not None else False
+            self._in_flight[_key(pending.ident)] = entry
+            self._held_up.append((step.line, None))
+            return []
+        if waiting is not None and waiting.cancelled:
+            return []
+        return [self._with_identity(step.line)]
 
     # ---- upstream -> client -------------------------------------------------------------------------------
 
@@ -391,7 +468,7 @@ class Interceptor:
         bad byte becomes U+FFFD): as it came, no client could read it.
         """
         lines = _utf8_lines(lines)
-        if not self._in_flight and not self._held_down:
+        if not self._in_flight and not self._held_down and not self._expired:
             return lines
         out: list[bytes] = []
         for line in lines:
@@ -399,7 +476,10 @@ class Interceptor:
             if key is not None:
                 plain = self._in_flight.get(key)
                 if plain is None:
-                    self._emit_down(out, line, waits=False)
+                    if key in self._expired:
+                        self._expired.discard(key)  # the late answer of a probe that timed out
+                    else:
+                        self._emit_down(out, line, waits=False)
                     continue
                 if plain.claimed is None and plain.track is _Track.PLAIN:
                     del self._in_flight[key]
@@ -414,6 +494,13 @@ class Interceptor:
             if message is not None and message.kind is Kind.RESPONSE:
                 response_key = id_key(message.id)
                 entry = self._in_flight.pop(response_key, None) if response_key is not None else None
+                if entry is None and response_key in self._expired:
+                    self._expired.discard(response_key)  # the late answer of a probe that timed out
+                    continue
+            if entry is not None and entry.pending is not None and message is not None:
+                for answer in self._probe_concluded(entry.pending, message.body):
+                    self._emit_down(out, answer, waits=False)
+                continue
             if entry is None or message is None:
                 self._emit_down(out, line, waits=False)
             elif entry.claimed is not None:
@@ -508,7 +595,8 @@ class Interceptor:
         """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
         out: list[bytes] = []
         for entry in list(self._in_flight.values()):
-            out.extend(self._abandoned(entry, exit_status))
+            if entry.track is not _Track.PROBE:  # the call waiting for a probe is answered itself
+                out.extend(self._abandoned(entry, exit_status))
         self._in_flight.clear()
         return out
 
@@ -519,7 +607,7 @@ class Interceptor:
             claimed = entry.claimed
             if claimed is not None and self._calls is not None:
                 self._calls.finished(claimed)
-            if not entry.cancelled:
+            if not entry.cancelled and entry.track is not _Track.PROBE:
                 refusal = Stopped(
                     workflow=claimed.workflow if claimed else None,
                     seq=claimed.seq if claimed else None,
@@ -535,6 +623,8 @@ class Interceptor:
         broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
         key = id_key(ident)
         entry = self._in_flight.pop(key, None) if key is not None else None
+        if entry is not None and entry.pending is not None:
+            return self._probe_concluded(entry.pending, None, f"the probe got no answer: {reason}")
         return self._abandoned(entry, reason) if entry is not None else []
 
     def _abandoned(self, entry: _InFlight, reason: str) -> list[bytes]:

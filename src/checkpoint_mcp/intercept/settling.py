@@ -13,6 +13,7 @@ import logging
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.intercept.settle import (
     Finding,
     PointerError,
@@ -29,7 +30,6 @@ from checkpoint_mcp.intercept.settle import (
     with_key_argument,
 )
 from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction
-from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.wire import dumps, error_line
 
 logger = logging.getLogger(__name__)
@@ -139,8 +139,12 @@ class Settler:
                     dumps(finding.evidence()),
                     keep_row=True,
                 ):
-                    logger.info("call #%d (%s) was in doubt: the %s showed it did not run; running it", record.seq,
-                                record.tool, by)
+                    logger.info(
+                        "call #%d (%s) was in doubt: the %s showed it did not run; running it",
+                        record.seq,
+                        record.tool,
+                        by,
+                    )
                     line = pending.line
                     idempotency = pending.unsettled.rule.idempotency
                     if idempotency is not None and idempotency.argument is not None:
@@ -169,4 +173,3 @@ class Settler:
             error["message"] += f" (the probe {finding.probe} could not settle it: {finding.reason})"
             error["data"] = {**error.get("data", {}), "settlement": finding.evidence()}
         return Answer(error_line(ident, error))
-

@@ -487,8 +487,15 @@ class SqlJournal(Journal):
             self.execute(
                 "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome,"
                 " resolved_by, host, at) VALUES (?, ?, ?, 'PENDING', NULL, ?, ?, ?, ?)",
-                (workflow, seq, action.value, outcome if outcome is not None else evidence, f"checkpoint ({by})",
-                 socket.gethostname(), now),
+                (
+                    workflow,
+                    seq,
+                    action.value,
+                    outcome if outcome is not None else evidence,
+                    f"checkpoint ({by})",
+                    socket.gethostname(),
+                    now,
+                ),
             )
         return True
 

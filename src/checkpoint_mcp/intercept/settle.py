@@ -26,6 +26,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
+from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.wire import dumps, set_member
 
 SETTLED_META = "checkpoint/settled"
@@ -128,43 +129,19 @@ def with_key_argument(line: bytes, argument: str, key: str) -> bytes:
 # ---- probes -------------------------------------------------------------------------------------------------
 
 
-class PointerError(LookupError):
-    """A JSON pointer that does not resolve in the document."""
-
-
-def resolve_pointer(document: Any, pointer: str) -> Any:
-    """The value at the RFC 6901 JSON ``pointer`` in ``document`` ("" is the whole document).
-
-    Raises:
-        PointerError: the pointer is malformed, or a step is missing.
-    """
-    if pointer == "":
-        return document
-    if not pointer.startswith("/"):
-        raise PointerError(f"JSON pointer {pointer!r} must be empty or start with '/'")
-    value = document
-    for raw in pointer[1:].split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(value, dict):
-            if token not in value:
-                raise PointerError(f"{pointer!r}: no member {token!r}")
-            value = value[token]
-        elif isinstance(value, list):
-            if not (token == "0" or (token.isdigit() and not token.startswith("0"))) or int(token) >= len(value):
-                raise PointerError(f"{pointer!r}: no element {token!r}")
-            value = value[int(token)]
-        else:
-            raise PointerError(f"{pointer!r}: {token!r} is below a value that is neither an object nor an array")
-    return value
-
-
 def probe_arguments(probe: Probe, call_arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe's arguments, each taken from the in-doubt call's arguments by its JSON pointer.
+    """The probe's arguments, each taken from the in-doubt call's arguments by its JSON pointer (RFC 6901).
 
     Raises:
         PointerError: a pointer finds nothing in the call's arguments (the probe cannot be asked).
     """
-    return {name: resolve_pointer(call_arguments, pointer) for name, pointer in probe.arguments.items()}
+    built: dict[str, Any] = {}
+    for name, pointer in probe.arguments.items():
+        value = resolve(dict(call_arguments), parse_pointer(pointer))
+        if value is MISSING:
+            raise PointerError(f"{pointer!r} finds nothing in the call's arguments (for the probe's {name!r})")
+        built[name] = value
+    return built
 
 
 _probe_ids = itertools.count(1)
@@ -218,29 +195,29 @@ class Finding(NamedTuple):
 
 def judge(probe: Probe, arguments: Mapping[str, Any], response: Mapping[str, Any]) -> Finding:
     """The verdict of a probe's JSON-RPC ``response`` (the whole message)."""
-
-    def finding(verdict: Verdict, reason: str, result: Any) -> Finding:
-        return Finding(verdict, reason, probe.tool, arguments, result)
-
-    if "error" in response:
-        return finding(Verdict.UNKNOWN, "the probe answered with an error", response.get("error"))
     result = response.get("result")
-    if not isinstance(result, dict):
-        return finding(Verdict.UNKNOWN, "the probe's answer has no result object", result)
-    if result.get("isError") is True:
-        return finding(Verdict.UNKNOWN, "the probe's tool reported an error", result)
-    if "structuredContent" not in result:
-        return finding(Verdict.UNKNOWN, "the probe's result has no structuredContent", result)
-    content = result["structuredContent"]
-    happened = _matches(probe.happened_if, content)
-    not_happened = _matches(probe.not_happened_if, content)
-    if happened and not not_happened:
-        return finding(Verdict.HAPPENED, "happened_if matched", result)
-    if not_happened and not happened:
-        return finding(Verdict.NOT_HAPPENED, "not_happened_if matched", result)
-    if happened and not_happened:
-        return finding(Verdict.UNKNOWN, "both happened_if and not_happened_if matched", result)
-    return finding(Verdict.UNKNOWN, "neither happened_if nor not_happened_if matched", result)
+    verdict, reason = Verdict.UNKNOWN, ""
+    if "error" in response:
+        result, reason = response.get("error"), "the probe answered with an error"
+    elif not isinstance(result, dict):
+        reason = "the probe's answer has no result object"
+    elif result.get("isError") is True:
+        reason = "the probe's tool reported an error"
+    elif "structuredContent" not in result:
+        reason = "the probe's result has no structuredContent"
+    else:
+        content = result["structuredContent"]
+        happened = _matches(probe.happened_if, content)
+        not_happened = _matches(probe.not_happened_if, content)
+        if happened and not not_happened:
+            verdict, reason = Verdict.HAPPENED, "happened_if matched"
+        elif not_happened and not happened:
+            verdict, reason = Verdict.NOT_HAPPENED, "not_happened_if matched"
+        elif happened:
+            reason = "both happened_if and not_happened_if matched"
+        else:
+            reason = "neither happened_if nor not_happened_if matched"
+    return Finding(verdict, reason, probe.tool, arguments, result)
 
 
 def unanswered(probe: Probe, arguments: Mapping[str, Any], reason: str) -> Finding:
@@ -291,7 +268,6 @@ __all__ = [
     "probe_request",
     "probe_request_id",
     "probed_outcome",
-    "resolve_pointer",
     "unanswered",
     "with_key_argument",
 ]

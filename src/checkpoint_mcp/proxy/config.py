@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from checkpoint_mcp.errors import UsageError
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.intercept.policy import Policy
 
 DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
 
@@ -35,6 +38,7 @@ class ProxyConfig(NamedTuple):
     server_name: str = "checkpoint"
     server_version: str = "0.0.0"
     remote: RemoteConfig | None = None
+    policy: Policy | None = None  # --policy: the tool policies (None: every tool as without a policy)
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

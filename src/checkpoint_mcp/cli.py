@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from checkpoint_mcp import __version__
+from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
@@ -81,6 +82,7 @@ class _ProxyGroup(click.Group):
     is_flag=True,
     help="Store a stub instead of the call arguments; divergence is still detected by signature.",
 )
+@policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the client sees.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the client sees.")
 @click.option(
@@ -102,7 +104,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     """
     configure_logging(options["log_level"])
     if ctx.invoked_subcommand is not None:
-        given = [k for k in ("upstream_cmd", "upstream_url", "journal", "workflow_id") if options[k] is not None]
+        given = [k for k in ("upstream_cmd", "upstream_url", "journal", "workflow_id", "policy") if options[k]]
         if given:
             raise click.UsageError(
                 f"--{given[0].replace('_', '-')} belongs to the proxy, not to `checkpoint {ctx.invoked_subcommand}`"
@@ -138,6 +140,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
+        policy=checked_policy(options["policy"], remote),
     )
 
 
@@ -164,6 +167,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
+@policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")
 @click.option(
@@ -273,6 +277,9 @@ def _journal_option(function: Any) -> Any:
 
 def _json_option(function: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(function)
+
+
+main.add_command(policy_group)
 
 
 @main.group("journal")

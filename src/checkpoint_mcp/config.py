@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 from checkpoint_mcp.errors import UsageError
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.intercept.settle import Policy
+    from checkpoint_mcp.intercept.policy import Policy
 
 DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
 

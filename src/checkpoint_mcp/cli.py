@@ -424,6 +424,15 @@ def journal_resolve(
     click.echo(f"call #{seq} of {workflow} resolved as {done.action.value} (was {done.previous_state.value}): {effect}")
 
 
+def _add_reconcile() -> None:
+    from checkpoint_mcp.cli_reconcile import journal_reconcile
+
+    journal_group.add_command(journal_reconcile)
+
+
+_add_reconcile()
+
+
 @journal_group.command("export")
 @_journal_option
 @click.argument("workflow", required=False)

@@ -50,7 +50,12 @@ def crash_during(journal: str, tmp_path: Path, tool: str, arguments: dict[str, A
     with proxy(journal, tmp_path, trigger=trigger) as crashing:
         crashing.initialize()
         crashing.send(
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments, **meta}}
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments, **meta},
+            }
         )
         assert crashing.proc.wait(20) != 0
 

@@ -82,12 +82,11 @@ class McpClient:
     ) -> None:
         await self._upstream.shutdown()
 
-    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a request and return its ``result`` object.
+    async def exchange(self, method: str, params: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Send a request and return the whole response message (a ``result`` or an ``error``).
 
         Raises:
-            UpstreamError: the server answered with an error or a result that is not an object, exited, or did
-                not answer within the timeout.
+            UpstreamError: the server exited, or did not answer within ``timeout`` (by default the client's).
         """
         if self._gone:
             raise UpstreamError(f"the upstream exited before {method} could be sent")
@@ -95,12 +94,22 @@ class McpClient:
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[ident] = answer
         self._upstream.send(encode({"jsonrpc": "2.0", "id": ident, "method": method, "params": dict(params)}))
+        limit = self._timeout if timeout is None else timeout
         try:
-            message = await asyncio.wait_for(answer, self._timeout)
+            return await asyncio.wait_for(answer, limit)
         except TimeoutError:
-            raise UpstreamError(f"the upstream did not answer {method} within {self._timeout:g}s") from None
+            raise UpstreamError(f"the upstream did not answer {method} within {limit:g}s") from None
         finally:
             self._waiting.pop(ident, None)
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a request and return its ``result`` object.
+
+        Raises:
+            UpstreamError: the server answered with an error or a result that is not an object, exited, or did
+                not answer within the timeout.
+        """
+        message = await self.exchange(method, params)
         if "error" in message:
             raise UpstreamError(f"the upstream refused {method}: {json.dumps(message['error'])[:300]}")
         result = message.get("result")

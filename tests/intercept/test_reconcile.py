@@ -6,9 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from checkpoint_mcp.journal.base import CallState
-from support import checkpoint_argv, journal_calls, server_cmd
 from test_settle_e2e import CHARGE, MAIL, crash_during, ledger, proxy
+
+from checkpoint_mcp.journal.base import CallState
+
+from support import checkpoint_argv, journal_calls, server_cmd
 
 
 def reconcile(journal: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -17,7 +19,7 @@ def reconcile(journal: str, tmp_path: Path, *extra: str) -> subprocess.Completed
         "journal", "reconcile", "--journal", journal, "--policy", str(policy),
         "--upstream-cmd", server_cmd("ledger_server.py"), *extra,
     )  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_env(tmp_path))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_env(tmp_path), check=False)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -48,7 +50,8 @@ def test_reconcile_settles_each_in_doubt_call_and_a_dry_run_changes_nothing(
     assert {seq: d["outcome"] for seq, d in decisions.items()} == {1: "completed", 2: "released", 3: "completed"}
     assert decisions[1]["evidence"]["result"]["structuredContent"] == {"count": 1}
     rows = {row.seq: row for row in journal_calls(journal, workflow)}
-    assert set(rows) == {1, 3} and rows[1].state is rows[3].state is CallState.COMPLETED
+    assert set(rows) == {1, 3}
+    assert rows[1].state is rows[3].state is CallState.COMPLETED
     charges = [e for e in ledger(tmp_path) if e["tool"] == "charge_card"]
     assert [e["event"] for e in charges] == ["done", "dedup"]  # sent again under the same key: charged once
 
@@ -70,4 +73,5 @@ def test_reconcile_is_refused_while_a_live_proxy_owns_the_workflow(journal: str,
         live.initialize()
         refused = reconcile(journal, tmp_path)
     assert refused.returncode == 1
-    assert "owned by another live proxy" in refused.stderr and "stop that proxy first" in refused.stderr
+    assert "owned by another live proxy" in refused.stderr
+    assert "stop that proxy first" in refused.stderr

@@ -12,6 +12,7 @@ import pytest
 from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+
 from support import ProxyProcess, journal_calls, server_cmd
 
 POLICY = """
@@ -85,15 +86,19 @@ def test_a_mail_the_probe_finds_sent_is_settled_completed_and_not_sent_again(
     result = answer["result"]
     assert result["_meta"]["checkpoint/journal"] == {"workflow": workflow, "seq": 1, "replayed": True}
     evidence = result["_meta"]["checkpoint/settled"]
-    assert evidence["by"] == "probe" and evidence["probe"] == "list_outbox" and evidence["verdict"] == "happened"
-    assert evidence["arguments"] == MAIL and evidence["result"]["structuredContent"] == {"count": 1}
+    assert evidence["by"] == "probe"
+    assert evidence["probe"] == "list_outbox"
+    assert evidence["verdict"] == "happened"
+    assert evidence["arguments"] == MAIL
+    assert evidence["result"]["structuredContent"] == {"count": 1}
     assert "never received" in result["content"][0]["text"]
     assert again["result"]["content"] == result["content"]
     assert [e["event"] for e in ledger(tmp_path)] == ["done"]  # not sent twice
     [row] = journal_calls(journal, workflow)
     assert row.state is CallState.COMPLETED
     [audit] = resolutions(journal, workflow)
-    assert audit.action is ResolveAction.COMPLETED and audit.user == "checkpoint (probe list_outbox)"
+    assert audit.action is ResolveAction.COMPLETED
+    assert audit.user == "checkpoint (probe list_outbox)"
 
 
 def test_a_mail_the_probe_finds_unsent_is_released_and_sent_now(journal: str, workflow: str, tmp_path: Path) -> None:
@@ -108,7 +113,8 @@ def test_a_mail_the_probe_finds_unsent_is_released_and_sent_now(journal: str, wo
     [row] = journal_calls(journal, workflow)
     assert row.state is CallState.COMPLETED
     [audit] = resolutions(journal, workflow)
-    assert audit.action is ResolveAction.RELEASED and audit.user == "checkpoint (probe list_outbox)"
+    assert audit.action is ResolveAction.RELEASED
+    assert audit.user == "checkpoint (probe list_outbox)"
     assert json.loads(audit.outcome)["verdict"] == "not_happened"
 
 
@@ -145,7 +151,9 @@ def test_every_charge_carries_a_key_derived_from_workflow_and_sequence(journal: 
         call(p, "charge_card", {**CHARGE, "cents": 100}, seq=2)
         call(p, "charge_card", {**CHARGE, "idempotency_key": "mine"}, seq=3)
     keys = [e["key"] for e in ledger(tmp_path)]
-    assert keys[0].startswith("checkpoint-") and keys[1].startswith("checkpoint-") and keys[0] != keys[1]
+    assert keys[0].startswith("checkpoint-")
+    assert keys[1].startswith("checkpoint-")
+    assert keys[0] != keys[1]
     assert keys[2] == "mine"  # the agent's own argument is left alone
 
 
@@ -168,7 +176,8 @@ def test_an_in_doubt_charge_is_sent_again_under_the_same_key_and_charged_once(
     [row] = journal_calls(journal, workflow)
     assert row.state is CallState.COMPLETED
     [audit] = resolutions(journal, workflow)
-    assert audit.action is ResolveAction.RELEASED and audit.user == "checkpoint (idempotency key)"
+    assert audit.action is ResolveAction.RELEASED
+    assert audit.user == "checkpoint (idempotency key)"
     assert json.loads(audit.outcome)["key"] == charges[0]["key"]
 
 

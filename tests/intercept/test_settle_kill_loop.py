@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_settle_e2e import POLICY, ledger
 
 from checkpoint_mcp.intercept.settle import idempotency_key
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+
 from support import ProxyProcess, server_cmd
-from test_settle_e2e import POLICY, ledger
 
 KILLS = 100
 STEPS = 40

@@ -247,6 +247,12 @@ class UnitOfWork(ABC):
         """The row that counts for idempotency key ``key`` in ``lineage``, or None."""
 
     @abstractmethod
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        """The row of ``lineage`` with ``signature`` started at ``since`` or later, this unit's pending rows
+        included (a tool policy's repeat lookup). Among several: the newest COMPLETED one, else the newest
+        PENDING one, else the newest FAILED one, so that a call that completed once is never run again."""
+
+    @abstractmethod
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:

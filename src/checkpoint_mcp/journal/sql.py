@@ -151,6 +151,15 @@ FINISH_CALL = (
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
+_REPEAT_RANK = {CallState.COMPLETED: 0, CallState.PENDING: 1, CallState.FAILED: 2}
+_REPEAT_ORDER = "CASE state WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN 1 ELSE 2 END"
+
+
+def _newest_first(started_at: str) -> tuple[int, ...]:
+    """A sort key that puts later ISO timestamps first."""
+    return tuple(-ord(c) for c in started_at)
+
+
 class _SqlUnit(UnitOfWork):
     """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit."""
 
@@ -213,6 +222,34 @@ class _SqlUnit(UnitOfWork):
             if row:
                 return _record(row)
         return None
+
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        found: list[CallRecord] = []
+        for branch, start, limit in lineage.ranges():
+            found.extend(
+                record
+                for (workflow, seq), record in self._rows.items()
+                if workflow == branch.workflow
+                and record.signature == signature
+                and record.started_at >= since
+                and seq >= start
+                and (limit is None or seq < limit)
+            )
+            # Served by the index calls_by_signature (workflow_id, signature, started_at): a handful of rows.
+            sql = (
+                f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND signature = ? AND started_at >= ? AND seq >= ?"
+            )
+            params: tuple[Any, ...] = (branch.workflow, signature, since, start)
+            if limit is not None:
+                sql += " AND seq < ?"
+                params += (limit,)
+            sql += f" ORDER BY {_REPEAT_ORDER}, started_at DESC LIMIT 1"
+            row = self._one(sql, params)
+            if row:
+                found.append(_record(row))
+        if not found:
+            return None
+        return min(found, key=lambda r: (_REPEAT_RANK[r.state], _newest_first(r.started_at)))
 
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from checkpoint_mcp.errors import CheckpointError, UsageError
-from checkpoint_mcp.proxy.options import upstream_choice, upstream_options
+from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
+    from checkpoint_mcp.config import RemoteConfig
     from checkpoint_mcp.intercept.policy import Policy
-    from checkpoint_mcp.proxy.config import RemoteConfig
 
 
 def policy_option(function: Any) -> Any:

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final
 
+from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError
-from checkpoint_mcp.proxy.config import RemoteConfig
-from checkpoint_mcp.proxy.upstream import Upstream, spawn
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 from checkpoint_mcp.wire import Kind, WireParseError, classify, encode
 
 PROTOCOL_VERSION: Final = "2025-06-18"
@@ -34,7 +35,7 @@ def open_upstream(upstream_cmd: str | None, remote: RemoteConfig | None) -> Upst
         UsageError: a remote upstream's settings cannot work.
     """
     if remote is not None:
-        from checkpoint_mcp.proxy.remote import open_remote
+        from checkpoint_mcp.upstream.http.remote import open_remote
 
         return open_remote(remote, os.environ)
     assert upstream_cmd is not None
@@ -42,7 +43,7 @@ def open_upstream(upstream_cmd: str | None, remote: RemoteConfig | None) -> Upst
         process = spawn(upstream_cmd)
     except OSError as exc:
         raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
-    from checkpoint_mcp.proxy.child import ChildUpstream
+    from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     return ChildUpstream(process)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 REDACTED_ARGUMENTS = '"«redacted»"'
@@ -270,6 +270,17 @@ class UnitOfWork(ABC):
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
 
+    @abstractmethod
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append an event to ``workflow``'s hash chain at commit, with this unit's other writes.
+
+        ``kind`` names what happened (``repeat``, ``settled``, ``replayed``…); ``detail`` is a JSON object,
+        stored as its canonical JSON (never put arguments or results in it: digests, ids, reasons).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
+
     @property
     @abstractmethod
     def empty(self) -> bool:
@@ -347,6 +358,18 @@ class Journal(ABC):
     @abstractmethod
     def unit(self) -> UnitOfWork:
         """An empty unit of work: the writes of several calls made durable by one commit (group commit)."""
+
+    @abstractmethod
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s hash chain, durably, in a transaction of its own.
+
+        The journal records its own events (reserved, completed, failed, resolved, gc, forked) with the writes
+        they describe; this is for other records of note, such as a tool policy's audit record. ``detail`` is a
+        JSON object, stored as its canonical JSON (digests, ids and reasons; never arguments or results).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
 
     # ---- what an operator needs ---------------------------------------------------------------------------
 

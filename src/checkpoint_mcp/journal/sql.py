@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Branch,
@@ -29,8 +30,10 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
     utc_now,
 )
+from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.repeats import find_repeat
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -105,6 +108,24 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             )
             """,
         ),
+        4: (
+            # The hash chain (chain.py): every event of a workflow, append-only, each link hashing the one before.
+            f"""
+            CREATE TABLE events (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer},
+                kind TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                at TEXT NOT NULL,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX events_by_workflow ON events (workflow_id, id)",
+            # Tool policies look for an earlier call with the same signature (a repeat).
+            "CREATE INDEX calls_by_signature ON calls (workflow_id, signature, started_at)",
+        ),
     }
 
 
@@ -151,21 +172,23 @@ FINISH_CALL = (
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
-_REPEAT_RANK = {CallState.COMPLETED: 0, CallState.PENDING: 1, CallState.FAILED: 2}
-_REPEAT_ORDER = "CASE state WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN 1 ELSE 2 END"
+EVENT = "-- event"
+"""Not a statement: marks an event queued in a unit of work, linked onto its chain at commit."""
 
-
-def _newest_first(started_at: str) -> tuple[int, ...]:
-    """A sort key that puts later ISO timestamps first."""
-    return tuple(-ord(c) for c in started_at)
+Op = tuple[str, tuple[Any, ...], Event | None]
+Group = tuple[str, list[tuple[Any, ...]], list[Event | None]]
 
 
 class _SqlUnit(UnitOfWork):
-    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit."""
+    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit.
+
+    Each write may carry the event that records it; the events are linked onto their chains when the unit
+    commits, in the same transaction.
+    """
 
     def __init__(self, journal: SqlJournal) -> None:
         self._j = journal
-        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+        self._ops: list[Op] = []
         self._rows: dict[tuple[str, int], CallRecord] = {}
         self._keys: dict[tuple[str, str], CallRecord] = {}
         self._branches: dict[str, int] = {}
@@ -185,10 +208,12 @@ class _SqlUnit(UnitOfWork):
         self._rows.clear()
         self._keys.clear()
         self._branches.clear()
-        for sql, params in self._ops:
+        for sql, params, _ in self._ops:
             if sql is _INSERT_CALL:
-                workflow, seq, tool, arguments, signature, now, key = params
-                record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+                workflow, seq, tool, arguments, signature, now, key, replica = params
+                record = CallRecord(
+                    workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica
+                )
                 self._rows[(workflow, seq)] = record
                 if key is not None:
                     self._keys[(workflow, key)] = record
@@ -224,49 +249,27 @@ class _SqlUnit(UnitOfWork):
         return None
 
     def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
-        found: list[CallRecord] = []
-        for branch, start, limit in lineage.ranges():
-            found.extend(
-                record
-                for (workflow, seq), record in self._rows.items()
-                if workflow == branch.workflow
-                and record.signature == signature
-                and record.started_at >= since
-                and seq >= start
-                and (limit is None or seq < limit)
-            )
-            # Served by the index calls_by_signature (workflow_id, signature, started_at): a handful of rows.
-            sql = (
-                f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND signature = ? AND started_at >= ? AND seq >= ?"
-            )
-            params: tuple[Any, ...] = (branch.workflow, signature, since, start)
-            if limit is not None:
-                sql += " AND seq < ?"
-                params += (limit,)
-            sql += f" ORDER BY {_REPEAT_ORDER}, started_at DESC LIMIT 1"
-            row = self._one(sql, params)
-            if row:
-                found.append(_record(row))
-        if not found:
-            return None
-        return min(found, key=lambda r: (_REPEAT_RANK[r.state], _newest_first(r.started_at)))
+        return find_repeat(self._one, COLUMNS, _record, self._rows.values(), lineage, signature, since)
 
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
         now = utc_now()
         replica = self._j.replica_id
-        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica)))
+        event = Event(workflow, "reserved", seq, chain.reserved_detail(tool, arguments, signature, key), now)
+        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica), event))
         record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica)
         self._rows[(workflow, seq)] = record
         if key is not None:
             self._keys[(workflow, key)] = record
 
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
-        self._ops.append((FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
+        now = utc_now()
+        event = Event(workflow, state.value.lower(), seq, chain.finished_detail(outcome), now)
+        self._ops.append((FINISH_CALL, (state.value, outcome, now, workflow, seq), event))
 
     def disown(self, workflow: str, seq: int) -> None:
-        self._ops.append((_DISOWN_CALL, (workflow, seq)))
+        self._ops.append((_DISOWN_CALL, (workflow, seq), None))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
@@ -274,8 +277,14 @@ class _SqlUnit(UnitOfWork):
         count = int(count) + self._branches.get(root, 0)
         self._branches[root] = self._branches.get(root, 0) + 1
         name = f"{root}~{count + 1}"
-        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, utc_now())))
+        now = utc_now()
+        event = Event(name, "forked", seq, {"parent": lineage.head, "root": root}, now)
+        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, now), event))
         return Lineage((Branch(name, seq), *lineage.branches))
+
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, detail, utc_now())))
 
     def commit(self) -> None:
         ops, self._ops = self._ops, []
@@ -286,12 +295,13 @@ class _SqlUnit(UnitOfWork):
             return
         # Consecutive statements of one kind go in one executemany; the order of kinds is kept (a branch row
         # before the calls reserved on it).
-        groups: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for sql, params in ops:
+        groups: list[Group] = []
+        for sql, params, event in ops:
             if groups and groups[-1][0] is sql:
                 groups[-1][1].append(params)
+                groups[-1][2].append(event)
             else:
-                groups.append((sql, [params]))
+                groups.append((sql, [params], [event]))
         self._j.write(groups)
 
 
@@ -311,12 +321,61 @@ class SqlJournal(Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-        """Run the statements (each with its list of parameter tuples) as one durable transaction.
+    def write(self, groups: list[Group]) -> None:
+        """Run the statements (each with its parameter tuples and their events) as one durable transaction,
+        by ``write_txn``.
 
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
         """
+
+    @abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter tuple (inside the open transaction)."""
+
+    def lock_workflow(self, workflow: str) -> None:
+        """Make concurrent writers of ``workflow``'s chain take turns, until the transaction ends.
+
+        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
+        """
+
+    audit_key: bytes | None = None
+    """The operator's key (``--audit-key-env``): links are HMAC-SHA-256 under it, else plain SHA-256."""
+
+    def write_txn(self, groups: list[Group]) -> None:
+        """The statements of ``groups`` and the links of their events, inside the caller's transaction.
+
+        A finish that found its call no longer PENDING (an operator resolved it meanwhile) changed nothing, and
+        leaves no event.
+        """
+        events: list[Event] = []
+        for sql, rows, queued in groups:
+            if sql is EVENT:
+                events.extend(event for event in queued if event is not None)
+            elif sql is FINISH_CALL:
+                for params, event in zip(rows, queued, strict=True):
+                    if self.execute(sql, params).rowcount > 0 and event is not None:
+                        events.append(event)
+            else:
+                self.execute_many(sql, rows)
+                events.extend(event for event in queued if event is not None)
+        self.link_txn(events)
+
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """Link ``events`` onto their chains, inside the caller's transaction."""
+        if events:
+            rows = chain.append(self.execute, events, self.audit_key, self.lock_workflow)
+            self.execute_many(chain.INSERT_LINK, rows)
+
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
+        chain.canonical_text(detail)
+        with self.transaction():
+            self.link_txn([Event(workflow_id, kind, seq, detail, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:
@@ -458,6 +517,15 @@ class SqlJournal(Journal):
                 " resolved_by, host, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
             )
+            detail = {
+                "action": action.value,
+                "previous_state": record.state.value,
+                "previous_outcome": chain.text_digest(record.outcome),
+                "outcome": chain.text_digest(outcome),
+                "by": user,
+                "host": host,
+            }
+            self.link_txn([Event(workflow, "resolved", seq, detail, now)])
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
 
     def version(self) -> str:
@@ -500,4 +568,42 @@ class SqlJournal(Journal):
                     "UPDATE workflows SET collected_through = ? WHERE workflow_id = ? AND collected_through < ?",
                     (max(seqs), workflow, max(seqs)),
                 )
+            now = utc_now()
+            self.link_txn(
+                [
+                    Event(workflow, chain.GC, None, {"removed": seqs, "before": before}, now)
+                    for workflow, seqs in removed.items()
+                ]
+            )
         return removed
+
+
+def start_chains(execute: chain.Execute, key: bytes | None, from_version: int) -> int:
+    """The migration to schema 4: each workflow's chain starts with a marker vouching for its rows as they are.
+
+    Runs inside the migration's transaction. Returns how many chains were started.
+    """
+    rows = execute(
+        "SELECT workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
+        " FROM calls ORDER BY workflow_id, seq",
+        (),
+    ).fetchall()
+    per: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        digest = chain.row_digest(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+        per.setdefault(row[0], {})[str(int(row[1]))] = digest
+    workflows = [row[0] for row in execute("SELECT workflow_id FROM workflows ORDER BY workflow_id", ()).fetchall()]
+    now = utc_now()
+    events = [
+        Event(
+            w,
+            chain.CHAIN_START,
+            None,
+            {"reason": "migrated", "from_version": from_version, "rows": per.get(w, {})},
+            now,
+        )
+        for w in sorted(set(workflows) | set(per))
+    ]
+    for link in chain.append(execute, events, key):
+        execute(chain.INSERT_LINK, link)
+    return len(events)

@@ -100,9 +100,10 @@ class Interceptor:
             calls = CallJournal(config, journal, lineage)
         self._calls = calls
         self._in_flight = InFlightTable()
-        self._results = PlainResults(config.server_name, config.server_version)
+        self._results = PlainResults(config.server_name, config.server_version, config.policy)
         self.fatal: str | None = None
-        """Set when the journal is gone for good (``JournalLost``): the relay must shut the proxy down."""
+        """Set when the journal is gone for good (``JournalLost``), or the upstream's tools/list shows that the tool
+        policy cannot be used: the relay must shut the proxy down."""
         self._unit = journal.unit() if journal is not None else None
         # Lines waiting for the unit's commit, per direction, in order; a client line carries the entry whose
         # PENDING row it waits for (None: it only waits behind one).
@@ -303,11 +304,16 @@ class Interceptor:
             if key in self._in_flight:
                 raise DuplicateRequestId(message.id)
             assert self._calls is not None
-            if self._config.trust_annotations and self._results.read_only.get(params["name"]):
+            name = params["name"]
+            hinted = self._results.read_only.get(name, False)
+            policy = self._config.policy
+            if (self._config.trust_annotations and hinted) or (
+                policy is not None and not policy.rule_for(name).journal
+            ):
                 entry = InFlight(Track.PLAIN, message.id)
             else:
                 assert self._unit is not None
-                claimed = self._calls.claim(message.id, params, self._unit)
+                claimed = self._calls.claim(message.id, params, self._unit, read_only=hinted)
                 if isinstance(claimed, bytes):
                     out.to_client.append(self._results.with_identity(claimed))
                     return None
@@ -359,6 +365,9 @@ class Interceptor:
             else:
                 plain_line = self._results.plain_result(entry, message, line)
                 self._emit_down(out, self._results.with_identity(plain_line), waits=False)
+                if self._results.policy_refused is not None and self.fatal is None:
+                    # Never run with a probe that might change something: stop, as for a lost journal.
+                    self.fatal = f"the tool policy is refused: {self._results.policy_refused}"
         return out
 
     def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage
 
 _RANK = {CallState.COMPLETED: 0, CallState.PENDING: 1, CallState.FAILED: 2}
-_ORDER = "CASE state WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN 1 ELSE 2 END, started_at DESC"
+_ORDER = "CASE state WHEN 'COMPLETED' THEN 0 WHEN 'PENDING' THEN 1 ELSE 2 END, started_at DESC, seq DESC"
 
 
 def find_repeat(
@@ -45,5 +45,5 @@ def find_repeat(
             found.append(record(row))
     if not found:
         return None
-    newest_first = sorted(found, key=lambda r: r.started_at, reverse=True)
+    newest_first = sorted(found, key=lambda r: (r.started_at, r.seq), reverse=True)
     return min(newest_first, key=lambda r: _RANK[r.state])  # min keeps the first (newest) of equal rank

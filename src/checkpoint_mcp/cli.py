@@ -24,8 +24,8 @@ from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.journal.base import Journal
     from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.journal.base import Journal
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

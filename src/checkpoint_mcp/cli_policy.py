@@ -16,8 +16,8 @@ from checkpoint_mcp.errors import CheckpointError, UsageError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.intercept.policy import Policy
     from checkpoint_mcp.config import RemoteConfig
+    from checkpoint_mcp.intercept.policy import Policy
 
 
 def policy_option(function: Any) -> Any:

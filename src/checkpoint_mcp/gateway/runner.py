@@ -19,6 +19,7 @@ from typing import Any
 
 import uvicorn
 
+from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.gateway.app import build_app
 from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
@@ -27,10 +28,10 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.config import RemoteConfig
-from checkpoint_mcp.upstream.base import Upstream, spawn
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,9 @@
-"""What happens to each message, for every transport: the interceptor, the journaled life of a call, tool policies.
+"""What happens to each message, for every transport: the one place that makes a journaling decision.
 
-The only place that makes a journaling decision. It may import journal/, errors, wire and signature; it never
-imports a pump or a transport (proxy/, gateway/, upstream/).
+``interceptor.Interceptor`` routes the lines a pump hands it (forward, journal, replay, refuse) and holds what is
+in flight (``inflight``); ``calls`` is the journaled life of one call (sequences, claims, replays, outcomes);
+``results`` edits the results the proxy only routes (the server identity); ``messages`` checks single lines.
+
+May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``debug``. Never a pump
+(``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and out drives the same interceptor.
 """

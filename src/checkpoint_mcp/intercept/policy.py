@@ -180,8 +180,11 @@ class Policy:
             rule.source for rule in self.rules() if rule.idempotency is not None and rule.idempotency.header is not None
         ]
 
-    def check_tools(self, tools: Iterable[Mapping[str, Any]]) -> list[str]:
+    def check_tools(self, tools: Iterable[Mapping[str, Any]], complete: bool = True) -> list[str]:
         """Check the policy against the upstream's ``tools/list``; returns warnings for tools it does not have.
+
+        ``complete``: ``tools`` is the whole listing, so a probe's tool it lacks cannot be shown read-only either
+        (refused); otherwise (pages still to come) only a listed tool without the hint is refused.
 
         Raises:
             UsageError: a probe's tool is neither marked ``readOnlyHint: true`` upstream nor declared
@@ -206,7 +209,8 @@ class Policy:
                 continue
             annotations = listed.get(probe.tool, {}).get("annotations")
             hinted = isinstance(annotations, Mapping) and annotations.get("readOnlyHint") is True
-            if not hinted and not self.rule_for(probe.tool).read_only:
+            unknown = probe.tool not in listed and not complete
+            if not hinted and not unknown and not self.rule_for(probe.tool).read_only:
                 raise UsageError(
                     f"{self.path}: [{rule.source}.probe] tool: {probe.tool!r} is not read-only (the upstream does "
                     f"not mark it readOnlyHint: true); a probe must not change anything. If it only reads, "

@@ -129,28 +129,16 @@ class Settler:
                     logger.info("call #%d (%s) was in doubt: the %s showed it ran", record.seq, record.tool, by)
                     settled = record._replace(state=CallState.COMPLETED, outcome=outcome)
                     return Answer(self._calls.replay_of(pending.ident, settled))
-            elif finding.verdict is Verdict.NOT_HAPPENED:
-                if self._journal.settle(
-                    record.workflow,
-                    record.seq,
-                    ResolveAction.RELEASED,
-                    None,
-                    by,
-                    dumps(finding.evidence()),
-                    keep_row=True,
-                ):
-                    logger.info(
-                        "call #%d (%s) was in doubt: the %s showed it did not run; running it",
-                        record.seq,
-                        record.tool,
-                        by,
-                    )
-                    line = pending.line
-                    idempotency = pending.unsettled.rule.idempotency
-                    if idempotency is not None and idempotency.argument is not None:
-                        key = idempotency_key(record.workflow, record.seq, record.key)
-                        line = with_key_argument(line, idempotency.argument, key)
-                    return Forward(line, claimed)
+            elif finding.verdict is Verdict.NOT_HAPPENED and self._journal.settle(
+                record.workflow, record.seq, ResolveAction.RELEASED, None, by, dumps(finding.evidence()), keep_row=True
+            ):
+                logger.info("call #%d (%s) was in doubt: the %s showed it did not run", record.seq, record.tool, by)
+                line = pending.line
+                idempotency = pending.unsettled.rule.idempotency
+                if idempotency is not None and idempotency.argument is not None:
+                    key = idempotency_key(record.workflow, record.seq, record.key)
+                    line = with_key_argument(line, idempotency.argument, key)
+                return Forward(line, claimed)
         except JournalError as exc:
             logger.error("could not record the settlement of call #%d: %s", record.seq, exc)
         return self._unsettled(pending.ident, pending.unsettled, claimed, finding)

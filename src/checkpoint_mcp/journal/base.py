@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 REDACTED_ARGUMENTS = '"«redacted»"'
@@ -247,6 +247,12 @@ class UnitOfWork(ABC):
         """The row that counts for idempotency key ``key`` in ``lineage``, or None."""
 
     @abstractmethod
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        """The row of ``lineage`` with ``signature`` started at ``since`` or later, this unit's pending rows
+        included (a tool policy's repeat lookup). Among several: the newest COMPLETED one, else the newest
+        PENDING one, else the newest FAILED one, so that a call that completed once is never run again."""
+
+    @abstractmethod
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
@@ -263,6 +269,17 @@ class UnitOfWork(ABC):
     @abstractmethod
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
+
+    @abstractmethod
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append an event to ``workflow``'s hash chain at commit, with this unit's other writes.
+
+        ``kind`` names what happened (``repeat``, ``settled``, ``replayed``…); ``detail`` is a JSON object,
+        stored as its canonical JSON (never put arguments or results in it: digests, ids, reasons).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
 
     @property
     @abstractmethod
@@ -341,6 +358,18 @@ class Journal(ABC):
     @abstractmethod
     def unit(self) -> UnitOfWork:
         """An empty unit of work: the writes of several calls made durable by one commit (group commit)."""
+
+    @abstractmethod
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s hash chain, durably, in a transaction of its own.
+
+        The journal records its own events (reserved, completed, failed, resolved, gc, forked) with the writes
+        they describe; this is for other records of note, such as a tool policy's audit record. ``detail`` is a
+        JSON object, stored as its canonical JSON (digests, ids and reasons; never arguments or results).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
 
     # ---- what an operator needs ---------------------------------------------------------------------------
 

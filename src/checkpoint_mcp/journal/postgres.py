@@ -33,7 +33,7 @@ from checkpoint_mcp.errors import (
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema, start_chains
 
 try:
     import psycopg
@@ -65,6 +65,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """,
     ),
     3: _COMMON[3],
+    4: _COMMON[4],
 }
 """version -> statements that bring a journal from version-1 to version."""
 
@@ -121,8 +122,10 @@ class _AdvisoryOwnership(Ownership):
 class PostgresJournal(SqlJournal):
     """A journal in a PostgreSQL database."""
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, audit_key: bytes | None = None) -> None:
         """Connect, check the schema and create or migrate it (unless ``create`` is False: then it must exist).
+
+        ``audit_key`` authenticates the links this process adds to the hash chain (HMAC-SHA-256).
 
         Raises:
             UsageError: psycopg is not installed (the ``postgres`` extra).
@@ -133,6 +136,7 @@ class PostgresJournal(SqlJournal):
         if psycopg is None:
             raise UsageError("a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'")
         self._url = url
+        self.audit_key = audit_key
         self.location = masked(url)
         self._secret = urlsplit(url).password or ""
         self._owned: dict[str, OwnerInfo] = {}
@@ -221,6 +225,9 @@ class PostgresJournal(SqlJournal):
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:
                     self._conn.execute(statement)
+                if target == 4 and version > 0:
+                    started = start_chains(self.execute, self.audit_key, version)
+                    logger.info("journal %s: %d hash chain(s) start at this migration", self.location, started)
                 logger.info("journal %s migrated to schema version %d", self.location, target)
             if version < SCHEMA_VERSION:
                 self._conn.execute(
@@ -289,7 +296,7 @@ class PostgresJournal(SqlJournal):
                 transaction.__enter__()
         return _Entered(transaction)
 
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    def write(self, groups: list[Group]) -> None:
         """BEGIN … COMMIT around the statements (BEGIN can be retried on a dead connection; a bare statement
         could not be). A commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered
         at COMMIT, so a waiter never reads the row before it is durable).
@@ -298,11 +305,28 @@ class PostgresJournal(SqlJournal):
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
             JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
-        with self.transaction(), self._conn.cursor() as cursor:
-            for sql, rows in groups:
-                cursor.executemany(_dialect(sql), rows)
-            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _ in groups):
-                cursor.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+        with self.transaction():
+            self.write_txn(groups)
+            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
+                self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """executemany (pipelined by psycopg) on the journal's connection."""
+        with self._conn.cursor() as cursor:
+            cursor.executemany(_dialect(sql), rows)
+
+    def lock_workflow(self, workflow: str) -> None:
+        """Lock the workflow's row until the transaction ends (creating the row if an event names a workflow the
+        journal has not seen), so that replicas appending to one chain take turns: each reads the head the
+        previous one committed."""
+        if self._conn.execute("SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE", (workflow,)).fetchone():
+            return
+        self._conn.execute(
+            "INSERT INTO workflows (workflow_id, root_id, created_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (workflow_id) DO NOTHING",
+            (workflow, workflow, utc_now()),
+        )
+        self._conn.execute("SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE", (workflow,))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

@@ -9,13 +9,15 @@ they compare as strings and read the same everywhere.
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Branch,
@@ -30,8 +32,10 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
     utc_now,
 )
+from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.repeats import find_repeat
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -106,6 +110,24 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             )
             """,
         ),
+        4: (
+            # The hash chain (chain.py): every event of a workflow, append-only, each link hashing the one before.
+            f"""
+            CREATE TABLE events (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer},
+                kind TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                at TEXT NOT NULL,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX events_by_workflow ON events (workflow_id, id)",
+            # Tool policies look for an earlier call with the same signature (a repeat).
+            "CREATE INDEX calls_by_signature ON calls (workflow_id, signature, started_at)",
+        ),
     }
 
 
@@ -152,12 +174,23 @@ FINISH_CALL = (
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
+EVENT = "-- event"
+"""Not a statement: marks an event queued in a unit of work, linked onto its chain at commit."""
+
+Op = tuple[str, tuple[Any, ...], Event | None]
+Group = tuple[str, list[tuple[Any, ...]], list[Event | None]]
+
+
 class _SqlUnit(UnitOfWork):
-    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit."""
+    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit.
+
+    Each write may carry the event that records it; the events are linked onto their chains when the unit
+    commits, in the same transaction.
+    """
 
     def __init__(self, journal: SqlJournal) -> None:
         self._j = journal
-        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+        self._ops: list[Op] = []
         self._rows: dict[tuple[str, int], CallRecord] = {}
         self._keys: dict[tuple[str, str], CallRecord] = {}
         self._branches: dict[str, int] = {}
@@ -177,10 +210,12 @@ class _SqlUnit(UnitOfWork):
         self._rows.clear()
         self._keys.clear()
         self._branches.clear()
-        for sql, params in self._ops:
+        for sql, params, _ in self._ops:
             if sql is _INSERT_CALL:
-                workflow, seq, tool, arguments, signature, now, key = params
-                record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+                workflow, seq, tool, arguments, signature, now, key, replica = params
+                record = CallRecord(
+                    workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica
+                )
                 self._rows[(workflow, seq)] = record
                 if key is not None:
                     self._keys[(workflow, key)] = record
@@ -215,22 +250,28 @@ class _SqlUnit(UnitOfWork):
                 return _record(row)
         return None
 
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        return find_repeat(self._one, COLUMNS, _record, self._rows.values(), lineage, signature, since)
+
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
         now = utc_now()
         replica = self._j.replica_id
-        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica)))
+        event = Event(workflow, "reserved", seq, chain.reserved_detail(tool, arguments, signature, key), now)
+        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica), event))
         record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica)
         self._rows[(workflow, seq)] = record
         if key is not None:
             self._keys[(workflow, key)] = record
 
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
-        self._ops.append((FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
+        now = utc_now()
+        event = Event(workflow, state.value.lower(), seq, chain.finished_detail(outcome), now)
+        self._ops.append((FINISH_CALL, (state.value, outcome, now, workflow, seq), event))
 
     def disown(self, workflow: str, seq: int) -> None:
-        self._ops.append((_DISOWN_CALL, (workflow, seq)))
+        self._ops.append((_DISOWN_CALL, (workflow, seq), None))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
@@ -238,8 +279,14 @@ class _SqlUnit(UnitOfWork):
         count = int(count) + self._branches.get(root, 0)
         self._branches[root] = self._branches.get(root, 0) + 1
         name = f"{root}~{count + 1}"
-        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, utc_now())))
+        now = utc_now()
+        event = Event(name, "forked", seq, {"parent": lineage.head, "root": root}, now)
+        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, now), event))
         return Lineage((Branch(name, seq), *lineage.branches))
+
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, detail, utc_now())))
 
     def commit(self) -> None:
         ops, self._ops = self._ops, []
@@ -250,12 +297,13 @@ class _SqlUnit(UnitOfWork):
             return
         # Consecutive statements of one kind go in one executemany; the order of kinds is kept (a branch row
         # before the calls reserved on it).
-        groups: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for sql, params in ops:
+        groups: list[Group] = []
+        for sql, params, event in ops:
             if groups and groups[-1][0] is sql:
                 groups[-1][1].append(params)
+                groups[-1][2].append(event)
             else:
-                groups.append((sql, [params]))
+                groups.append((sql, [params], [event]))
         self._j.write(groups)
 
 
@@ -275,12 +323,61 @@ class SqlJournal(Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-        """Run the statements (each with its list of parameter tuples) as one durable transaction.
+    def write(self, groups: list[Group]) -> None:
+        """Run the statements (each with its parameter tuples and their events) as one durable transaction,
+        by ``write_txn``.
 
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
         """
+
+    @abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter tuple (inside the open transaction)."""
+
+    def lock_workflow(self, workflow: str) -> None:
+        """Make concurrent writers of ``workflow``'s chain take turns, until the transaction ends.
+
+        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
+        """
+
+    audit_key: bytes | None = None
+    """The operator's key (``--audit-key-env``): links are HMAC-SHA-256 under it, else plain SHA-256."""
+
+    def write_txn(self, groups: list[Group]) -> None:
+        """The statements of ``groups`` and the links of their events, inside the caller's transaction.
+
+        A finish that found its call no longer PENDING (an operator resolved it meanwhile) changed nothing, and
+        leaves no event.
+        """
+        events: list[Event] = []
+        for sql, rows, queued in groups:
+            if sql is EVENT:
+                events.extend(event for event in queued if event is not None)
+            elif sql is FINISH_CALL:
+                for params, event in zip(rows, queued, strict=True):
+                    if self.execute(sql, params).rowcount > 0 and event is not None:
+                        events.append(event)
+            else:
+                self.execute_many(sql, rows)
+                events.extend(event for event in queued if event is not None)
+        self.link_txn(events)
+
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """Link ``events`` onto their chains, inside the caller's transaction."""
+        if events:
+            rows = chain.append(self.execute, events, self.audit_key, self.lock_workflow)
+            self.execute_many(chain.INSERT_LINK, rows)
+
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
+        chain.canonical_text(detail)
+        with self.transaction():
+            self.link_txn([Event(workflow_id, kind, seq, detail, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:
@@ -422,6 +519,15 @@ class SqlJournal(Journal):
                 " resolved_by, host, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
             )
+            detail = {
+                "action": action.value,
+                "previous_state": record.state.value,
+                "previous_outcome": chain.text_digest(record.outcome),
+                "outcome": chain.text_digest(outcome),
+                "by": user,
+                "host": host,
+            }
+            self.link_txn([Event(workflow, "resolved", seq, detail, now)])
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
 
     def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
@@ -484,19 +590,24 @@ class SqlJournal(Journal):
                 raise UsageError(f"a policy cannot settle a call as {action.value}")
             if int(changed) != 1:
                 return False
+            user, host = f"checkpoint ({by})", socket.gethostname()
             self.execute(
                 "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome,"
                 " resolved_by, host, at) VALUES (?, ?, ?, 'PENDING', NULL, ?, ?, ?, ?)",
-                (
-                    workflow,
-                    seq,
-                    action.value,
-                    outcome if outcome is not None else evidence,
-                    f"checkpoint ({by})",
-                    socket.gethostname(),
-                    now,
-                ),
+                (workflow, seq, action.value, outcome if outcome is not None else evidence, user, host, now),
             )
+            events = [Event(workflow, "settled", seq, _settled_detail(action, evidence, keep_row), now)]
+            if not keep_row:  # the row changed, as by an operator's resolution: the chain's verifier follows it
+                detail = {
+                    "action": action.value,
+                    "previous_state": "PENDING",
+                    "previous_outcome": None,
+                    "outcome": chain.text_digest(outcome),
+                    "by": user,
+                    "host": host,
+                }
+                events.append(Event(workflow, "resolved", seq, detail, now))
+            self.link_txn(events)
         return True
 
     def version(self) -> str:
@@ -539,4 +650,56 @@ class SqlJournal(Journal):
                     "UPDATE workflows SET collected_through = ? WHERE workflow_id = ? AND collected_through < ?",
                     (max(seqs), workflow, max(seqs)),
                 )
+            now = utc_now()
+            self.link_txn(
+                [
+                    Event(workflow, chain.GC, None, {"removed": seqs, "before": before}, now)
+                    for workflow, seqs in removed.items()
+                ]
+            )
         return removed
+
+
+def start_chains(execute: chain.Execute, key: bytes | None, from_version: int) -> int:
+    """The migration to schema 4: each workflow's chain starts with a marker vouching for its rows as they are.
+
+    Runs inside the migration's transaction. Returns how many chains were started.
+    """
+    rows = execute(
+        "SELECT workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
+        " FROM calls ORDER BY workflow_id, seq",
+        (),
+    ).fetchall()
+    per: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        digest = chain.row_digest(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+        per.setdefault(row[0], {})[str(int(row[1]))] = digest
+    workflows = [row[0] for row in execute("SELECT workflow_id FROM workflows ORDER BY workflow_id", ()).fetchall()]
+    now = utc_now()
+    events = [
+        Event(
+            w,
+            chain.CHAIN_START,
+            None,
+            {"reason": "migrated", "from_version": from_version, "rows": per.get(w, {})},
+            now,
+        )
+        for w in sorted(set(workflows) | set(per))
+    ]
+    for link in chain.append(execute, events, key):
+        execute(chain.INSERT_LINK, link)
+    return len(events)
+
+
+def _settled_detail(action: ResolveAction, evidence: str, keep_row: bool) -> dict[str, Any]:
+    """The ``settled`` event of a policy's settlement: its means, verdict and reason, and digests of what the probe
+    was asked and answered (the event chain holds no arguments or results; the resolution row has them)."""
+    found = json.loads(evidence)
+    detail: dict[str, Any] = {
+        "action": "sent again" if keep_row else action.value,
+        "evidence": chain.text_digest(evidence),
+    }
+    for name in ("by", "verdict", "reason", "probe", "key", "via"):
+        if name in found:
+            detail[name] = found[name]
+    return detail

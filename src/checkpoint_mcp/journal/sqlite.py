@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema, start_chains
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,8 +84,10 @@ class _FileOwnership(Ownership):
 class SqliteJournal(SqlJournal):
     """A journal in one SQLite file; several processes may use it at once, one per workflow lineage."""
 
-    def __init__(self, path: str, *, create: bool = True) -> None:
+    def __init__(self, path: str, *, create: bool = True, audit_key: bytes | None = None) -> None:
         """Open the journal at ``path``, creating it if needed unless ``create`` is False.
+
+        ``audit_key`` authenticates the links this process adds to the hash chain (HMAC-SHA-256).
 
         Raises:
             JournalUnavailable: the file or its directory cannot be opened or written, or (``create=False``)
@@ -94,6 +96,7 @@ class SqliteJournal(SqlJournal):
             JournalVersionError: the file was written by a newer Checkpoint (``create=False``: or an older one).
         """
         self.path = os.path.abspath(os.path.expanduser(path))
+        self.audit_key = audit_key
         self.location = self.path
         self.owners_dir = self.path + ".owners"
         directory = os.path.dirname(self.path)
@@ -160,6 +163,9 @@ class SqliteJournal(SqlJournal):
             for target in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:
                     self._con.execute(statement)
+                if target == 4 and current > 0:
+                    started = start_chains(self._con.execute, self.audit_key, current)
+                    logger.info("journal %s: %d hash chain(s) start at this migration", self.path, started)
                 logger.info("journal %s migrated to schema version %d", self.path, target)
             self._con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -195,21 +201,18 @@ class SqliteJournal(SqlJournal):
                     self._con.execute("ROLLBACK")
                 raise
 
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-        """One statement alone commits by itself (SQLite's implicit transaction); more share BEGIN … COMMIT.
+    def write(self, groups: list[Group]) -> None:
+        """The statements and their chain links in one BEGIN IMMEDIATE … COMMIT.
 
         Raises:
             JournalUnavailable: nothing was written.
         """
-        if len(groups) == 1 and len(groups[0][1]) == 1:
-            sql, [params] = groups[0]
-            with _translated(self.path, "write"):
-                self._con.execute(sql, params)
-            return
         with self.transaction():
-            for sql, rows in groups:
-                with _translated(self.path, "write"):
-                    self._con.executemany(sql, rows)
+            self.write_txn(groups)
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """executemany on the journal's connection."""
+        self._con.executemany(sql, rows)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -8,11 +8,12 @@ import sys
 from contextlib import ExitStack
 from typing import IO
 
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.config import ProxyConfig
-from checkpoint_mcp.upstream.base import Upstream, spawn
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 
 logger = logging.getLogger(__name__)
 

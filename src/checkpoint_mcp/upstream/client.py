@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final
 
-from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.config import RemoteConfig
-from checkpoint_mcp.upstream.base import Upstream, spawn
+from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 from checkpoint_mcp.wire import Kind, WireParseError, classify, encode
 
 PROTOCOL_VERSION: Final = "2025-06-18"

@@ -30,8 +30,9 @@ from typing import Any, NamedTuple
 
 import httpx2
 
-from checkpoint_mcp.errors import UpstreamRefused, UsageError
 from checkpoint_mcp.config import RemoteConfig, expand_headers
+from checkpoint_mcp.errors import UpstreamRefused, UsageError
+from checkpoint_mcp.upstream.base import UpstreamSink
 from checkpoint_mcp.upstream.http.exchange import (
     ERROR_BODY_LIMIT,
     NOT_RUN_STATUSES,
@@ -47,7 +48,6 @@ from checkpoint_mcp.upstream.http.exchange import (
 from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
 from checkpoint_mcp.upstream.http.http_sse import LegacyStream
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
-from checkpoint_mcp.upstream.base import UpstreamSink
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def open_remote(config: RemoteConfig, environ: Mapping[str, str]) -> RemoteUpstr
 
 
 class RemoteUpstream:
-    """The upstream at a URL, behind the same interface as a child process (see ``proxy/upstream.py``)."""
+    """The upstream at a URL, behind the same interface as a child process (see ``upstream/base.py``)."""
 
     def __init__(
         self,

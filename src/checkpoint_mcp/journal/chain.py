@@ -1,0 +1,213 @@
+"""The journal's hash chain: every event of a workflow is a link that carries the hash of the one before it.
+
+An event is what happened to the journal (a call reserved, completed or failed, an operator's resolution, a gc,
+the start of the chain at a migration, a policy's audit record). Its link is the RFC 8785 canonical JSON of
+``{"workflow", "seq", "kind", "detail", "at", "prev"}``, and its hash is SHA-256 of those bytes, or HMAC-SHA-256
+under the operator's audit key (``--audit-key-env``), written ``sha256:<hex>`` or ``hmac-sha256:<hex>``. The
+first link of a chain has ``prev`` empty; a link after a gc's cut names the removed link it followed.
+
+Events about a call carry digests of the call row's columns (never the arguments or results themselves), so a
+verifier can rebuild what each row of ``calls`` must look like from the chain alone (``row_after``) and catch a
+row edited, removed or inserted by hand even where the chain itself is intact.
+
+This module is pure (bytes in, hashes out) except ``append``, which writes links inside the caller's
+transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from checkpoint_mcp.signature import canonical_json
+
+SHA256 = "sha256:"
+HMAC_SHA256 = "hmac-sha256:"
+
+CHAIN_START = "chain-start"
+"""The first link of a chain that begins at a migration: ``rows`` holds the digest of every call row before it."""
+KEYED = "keyed"
+"""Written by the first keyed writer of a chain whose earlier links were unkeyed: from here on, all are keyed."""
+GC = "gc"
+"""An anchor left by ``checkpoint journal gc``: the rows it removed, and the links it cut from the chain's start."""
+
+Execute = Callable[[str, Sequence[Any]], Any]
+
+
+class Event(NamedTuple):
+    """One event, before it is linked: what ``record_event`` and the unit of work queue."""
+
+    workflow: str
+    kind: str
+    seq: int | None
+    detail: Mapping[str, Any]
+    at: str
+
+
+class Link(NamedTuple):
+    """One stored event with its place in the chain (a row of ``events``)."""
+
+    id: int
+    workflow: str
+    seq: int | None
+    kind: str
+    detail: str  # canonical JSON text
+    at: str
+    prev: str
+    hash: str
+
+
+def text_digest(text: str | None) -> str | None:
+    """The hex SHA-256 of a stored text column (arguments, outcome), or None for NULL."""
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+def canonical_text(detail: Mapping[str, Any]) -> str:
+    """The detail as stored: its canonical JSON.
+
+    Raises:
+        ValueError: the detail is not JSON (see ``signature.canonical_json``).
+    """
+    return canonical_json(dict(detail)).decode()
+
+
+def link_bytes(workflow: str, seq: int | None, kind: str, detail: Any, at: str, prev: str) -> bytes:
+    """The canonical bytes a link's hash covers."""
+    document = {"workflow": workflow, "seq": seq, "kind": kind, "detail": detail, "at": at, "prev": prev}
+    return canonical_json(document)
+
+
+def seal(data: bytes, key: bytes | None) -> str:
+    """The hash of a link's bytes: HMAC-SHA-256 under ``key``, or plain SHA-256 without one."""
+    if key is None:
+        return SHA256 + hashlib.sha256(data).hexdigest()
+    return HMAC_SHA256 + hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def keyed(link_hash: str) -> bool:
+    """True for a hash made with the audit key."""
+    return link_hash.startswith(HMAC_SHA256)
+
+
+def link_hash(link: Link, key: bytes | None) -> str:
+    """What ``link``'s hash must be, recomputed from its stored columns (keyed links need ``key``).
+
+    Raises:
+        ValueError: the stored detail is not JSON.
+    """
+    data = link_bytes(link.workflow, link.seq, link.kind, json.loads(link.detail), link.at, link.prev)
+    return seal(data, key if keyed(link.hash) else None)
+
+
+# ---- writing ----------------------------------------------------------------------------------------------
+
+_HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
+INSERT_LINK = "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def append(
+    execute: Execute,
+    events: Sequence[Event],
+    key: bytes | None,
+    lock: Callable[[str], None] | None = None,
+) -> list[tuple[Any, ...]]:
+    """Link ``events`` onto their workflows' chains, inside the caller's open transaction; the rows to insert.
+
+    ``lock(workflow)`` is called once per workflow, in sorted order, before its head is read: PostgreSQL locks
+    the workflow's row there so that concurrent writers to one chain take turns. A keyed writer appending to
+    an unkeyed chain first links a ``keyed`` event, after which every link of the chain must be keyed.
+    """
+    heads: dict[str, str] = {}
+    for workflow in sorted({event.workflow for event in events}):
+        if lock is not None:
+            lock(workflow)
+        row = execute(_HEAD, (workflow,)).fetchone()
+        heads[workflow] = row[0] if row else ""
+    rows: list[tuple[Any, ...]] = []
+
+    def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any], at: str) -> None:
+        text = canonical_text(detail)
+        prev = heads[workflow]
+        sealed = seal(link_bytes(workflow, seq, kind, json.loads(text), at, prev), key)
+        rows.append((workflow, seq, kind, text, at, prev, sealed))
+        heads[workflow] = sealed
+
+    for event in events:
+        head = heads[event.workflow]
+        if key is not None and head and not keyed(head):
+            link(event.workflow, KEYED, None, {"unkeyed_head": head}, event.at)
+        link(event.workflow, event.kind, event.seq, event.detail, event.at)
+    return rows
+
+
+# ---- what a call row must look like ----------------------------------------------------------------------
+
+
+def row_digest(
+    tool: str,
+    arguments: str,
+    signature: str,
+    state: str,
+    outcome: str | None,
+    started_at: str,
+    finished_at: str | None,
+    key: str | None,
+) -> dict[str, Any]:
+    """The columns of a call row the chain vouches for, with its texts as digests."""
+    return {
+        "tool": tool,
+        "arguments": text_digest(arguments),
+        "signature": signature,
+        "state": state,
+        "outcome": text_digest(outcome),
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "key": key,
+    }
+
+
+def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> dict[str, Any]:
+    """The detail of a ``reserved`` event."""
+    return {"tool": tool, "arguments": text_digest(arguments), "signature": signature, "key": key}
+
+
+def finished_detail(outcome: str | None) -> dict[str, Any]:
+    """The detail of a ``completed`` or ``failed`` event."""
+    return {"outcome": text_digest(outcome)}
+
+
+def row_after(rows: dict[int, dict[str, Any]], link: Link, detail: Mapping[str, Any]) -> None:
+    """Apply one link to the call rows it implies (seq -> ``row_digest``), in place.
+
+    Kinds that say nothing about a call row (replays of note, forks, policy records) leave them alone; a policy
+    that changes a row does it through the unit of work, whose own events say so.
+    """
+    seq = link.seq
+    if link.kind == "reserved" and seq is not None:
+        rows[seq] = {
+            "tool": detail.get("tool"),
+            "arguments": detail.get("arguments"),
+            "signature": detail.get("signature"),
+            "state": "PENDING",
+            "outcome": None,
+            "started_at": link.at,
+            "finished_at": None,
+            "key": detail.get("key"),
+        }
+    elif link.kind in ("completed", "failed") and seq is not None and seq in rows:
+        rows[seq] = {**rows[seq], "state": link.kind.upper(), "outcome": detail.get("outcome"), "finished_at": link.at}
+    elif link.kind == "resolved" and seq is not None and seq in rows:
+        action = detail.get("action")
+        if action == "released":
+            del rows[seq]
+        else:
+            state = "COMPLETED" if action == "completed" else "FAILED"
+            rows[seq] = {**rows[seq], "state": state, "outcome": detail.get("outcome"), "finished_at": link.at}
+    elif link.kind == CHAIN_START:
+        rows.update({int(s): dict(r) for s, r in detail.get("rows", {}).items()})
+    elif link.kind == GC:
+        for removed in detail.get("removed", []):
+            rows.pop(int(removed), None)

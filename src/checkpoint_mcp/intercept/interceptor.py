@@ -114,7 +114,6 @@ class Interceptor:
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
         self._settler = Settler(journal, calls) if journal is not None and calls is not None else None
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
-        self._expired: set[tuple[str, Any]] = set()  # probes that timed out: their late answers are dropped
 
     @property
     def needs_flush(self) -> bool:
@@ -364,15 +363,13 @@ class Interceptor:
         self._timers.append((step.probe_id, step.timeout))
         return probe, step.line
 
-    def _probe_answer(self, key: Any, entry: InFlight | None, message: Message, out: list[bytes]) -> bool:
-        """True when the response is a probe's (settled here, never forwarded), or a late one (dropped)."""
-        if entry is None:
-            if key in self._expired:
-                self._expired.discard(key)  # the late answer of a probe that timed out
-                return True
+    def _probe_answer(self, entry: InFlight | None, message: Message, out: list[bytes]) -> bool:
+        """True when the response is a probe's: settled here, or dropped (it came after its timeout); never
+        forwarded."""
+        if entry is None or entry.track is not Track.PROBE:
             return False
         if entry.pending is None:
-            return False
+            return True
         for answer in self._probe_concluded(entry.pending, message.body):
             self._emit_down(out, answer, waits=False)
         return True
@@ -386,11 +383,12 @@ class Interceptor:
         """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets)."""
         key = request_key(probe_id)
         probe = self._in_flight.get(key)
-        if probe is None or probe.pending is None:
+        pending = probe.pending if probe is not None else None
+        if probe is None or pending is None:
             return []
-        del self._in_flight[key]
-        self._expired.add(key)
-        return self._probe_concluded(probe.pending, None, f"no answer within {probe.pending.probe.timeout:g}s")
+        # A tombstone: the probe's late answer, if one comes, is dropped (see ``_probe_answer``).
+        probe.pending, probe.cancelled = None, True
+        return self._probe_concluded(pending, None, f"no answer within {pending.probe.timeout:g}s")
 
     def _probe_concluded(self, pending: PendingProbe, response: dict[str, Any] | None, why: str = "") -> list[bytes]:
         """Settle the call waiting for a probe; the lines for the client now (a forwarded call waits for flush)."""
@@ -420,7 +418,7 @@ class Interceptor:
         bad byte becomes U+FFFD): as it came, no client could read it.
         """
         lines = utf8_lines(lines)
-        if not self._in_flight and not self._held_down and not self._expired:
+        if not self._in_flight and not self._held_down:
             return lines
         out: list[bytes] = []
         for line in lines:
@@ -428,10 +426,7 @@ class Interceptor:
             if key is not None:
                 plain = self._in_flight.get(key)
                 if plain is None:
-                    if key in self._expired:
-                        self._expired.discard(key)  # the late answer of a probe that timed out
-                    else:
-                        self._emit_down(out, line, waits=False)
+                    self._emit_down(out, line, waits=False)
                     continue
                 if plain.claimed is None and plain.track is Track.PLAIN:
                     del self._in_flight[key]
@@ -446,7 +441,7 @@ class Interceptor:
             if message is not None and message.kind is Kind.RESPONSE:
                 response_key = id_key(message.id)
                 entry = self._in_flight.pop(response_key, None) if response_key is not None else None
-                if self._probe_answer(response_key, entry, message, out):
+                if self._probe_answer(entry, message, out):
                     continue
             if entry is None or message is None:
                 self._emit_down(out, line, waits=False)
@@ -524,8 +519,9 @@ class Interceptor:
         broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
         key = id_key(ident)
         entry = self._in_flight.pop(key, None) if key is not None else None
-        if entry is not None and entry.pending is not None:
-            return self._probe_concluded(entry.pending, None, f"the probe got no answer: {reason}")
+        if entry is not None and entry.track is Track.PROBE:
+            pending = entry.pending
+            return self._probe_concluded(pending, None, f"the probe got no answer: {reason}") if pending else []
         return self._abandoned(entry, reason) if entry is not None else []
 
     def _abandoned(self, entry: InFlight, reason: str) -> list[bytes]:

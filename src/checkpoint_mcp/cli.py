@@ -20,6 +20,7 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
+from checkpoint_mcp.cli_reconcile import journal_reconcile
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
@@ -287,6 +288,9 @@ def journal_group() -> None:
     """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc, web UI."""
 
 
+journal_group.add_command(journal_reconcile)
+
+
 @contextmanager
 def _opened(location: str) -> Iterator[Journal]:
     from checkpoint_mcp.journal import open_journal
@@ -422,15 +426,6 @@ def journal_resolve(
         "released": "the next call at this sequence will run",
     }[done.action.value]
     click.echo(f"call #{seq} of {workflow} resolved as {done.action.value} (was {done.previous_state.value}): {effect}")
-
-
-def _add_reconcile() -> None:
-    from checkpoint_mcp.cli_reconcile import journal_reconcile
-
-    journal_group.add_command(journal_reconcile)
-
-
-_add_reconcile()
 
 
 @journal_group.command("export")

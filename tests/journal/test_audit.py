@@ -139,39 +139,49 @@ def test_an_inserted_call_row_is_named(journal: str, tmp_path: Path) -> None:
     assert (code, broken["kind"], broken["seq"]) == (1, "inserted", 9)
 
 
+def store_in_order(journal: str, wanted: list[tuple[Any, ...]]) -> None:
+    """Rewrite the rows of 'wf''s chain so that they hold ``wanted`` (links without their ids) in id order, as an
+    editor of the database would move links around: the existing rows in place, any extra one appended."""
+    ids = [row[0] for row in links(journal)]
+    for row_id, (seq, kind, detail, at, prev, sealed) in zip(ids, wanted, strict=False):
+        sql(
+            journal,
+            "UPDATE events SET seq = ?, kind = ?, detail = ?, at = ?, prev_hash = ?, hash = ? WHERE id = ?",
+            (seq, kind, detail, at, prev, sealed, row_id),
+        )
+    for seq, kind, detail, at, prev, sealed in wanted[len(ids) :]:
+        sql(
+            journal,
+            "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES ('wf', ?, ?, ?, ?, ?, ?)",
+            (seq, kind, detail, at, prev, sealed),
+        )
+
+
 def test_an_inserted_link_with_a_valid_hash_is_named(journal: str, tmp_path: Path) -> None:
     """Someone without a key can hash a link correctly; the chain still shows it was not there."""
     run_calls(journal, tmp_path)
     all_links = links(journal)
     after = all_links[1]  # insert after link 2 (completed of call #1), as link 3
     detail = {"outcome": None}
-    data = chain.link_bytes("wf", 3, 1, "completed", detail, after[4], after[6])
-    sql(
-        journal,
-        "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES ('wf', 1, 'completed', ?, ?,"
-        " ?, ?)",
-        (chain.canonical_text(detail), after[4], after[6], chain.seal(data, 3, None)),
-    )
-    # Move it between links 2 and 3 by renumbering: every later link gets a higher id.
-    inserted_id = links(journal)[-1][0]
-    for row in all_links[2:]:
-        sql(journal, "UPDATE events SET id = ? WHERE id = ?", (row[0] + 1000, row[0]))
+    sealed = chain.seal(chain.link_bytes("wf", 3, 1, "completed", detail, after[4], after[6]), 3, None)
+    intruder = (1, "completed", chain.canonical_text(detail), after[4], after[6], sealed)
+    store_in_order(journal, [row[1:] for row in all_links[:2]] + [intruder] + [row[1:] for row in all_links[2:]])
     code, report = verify(journal)
     broken = first_break(report)
     assert code == 1
-    assert (broken["kind"], broken["link"]) == ("inserted", inserted_id)
+    assert (broken["kind"], broken["link"], broken["n"]) == ("inserted", all_links[2][0], 3)
 
 
 def test_two_swapped_links_are_named_as_reordered(journal: str, tmp_path: Path) -> None:
     run_calls(journal, tmp_path)
-    first, second = links(journal)[2:4]
-    sql(journal, "UPDATE events SET id = ? WHERE id = ?", (-1, first[0]))
-    sql(journal, "UPDATE events SET id = ? WHERE id = ?", (first[0], second[0]))
-    sql(journal, "UPDATE events SET id = ? WHERE id = ?", (second[0], -1))
+    all_links = links(journal)
+    wanted = [row[1:] for row in all_links]
+    wanted[2], wanted[3] = wanted[3], wanted[2]
+    store_in_order(journal, wanted)
     code, report = verify(journal)
     broken = first_break(report)
     assert code == 1
-    assert (broken["kind"], broken["link"], broken["n"]) == ("reordered", first[0], 4)
+    assert (broken["kind"], broken["link"], broken["n"]) == ("reordered", all_links[2][0], 4)
 
 
 def rebuild_without_key(journal: str) -> None:

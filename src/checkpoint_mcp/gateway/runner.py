@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from checkpoint_mcp.config import RemoteConfig
+from checkpoint_mcp.config import RemoteConfig, audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.gateway.app import build_app
 from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
@@ -124,7 +124,7 @@ def run_gateway(config: GatewayConfig) -> int:
     with ExitStack() as stack:
         journal: Journal | None = None
         if config.proxy.journal is not None:
-            journal = open_journal(config.proxy.journal)
+            journal = open_journal(config.proxy.journal, audit_key=audit_key(config.proxy.audit_key_env))
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
         gateway = Gateway(config, journal, upstreams(config), GatewayMetrics())
@@ -138,6 +138,7 @@ def run_gateway(config: GatewayConfig) -> int:
                 token=ui_token,
                 allowed_hosts=LOOPBACK_NAMES if config.loopback else ("*",),
                 shown_location=journal.location,
+                audit_key=journal.audit_key,
             )
             stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
             mounts["/ui"] = pages

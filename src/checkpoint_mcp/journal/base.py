@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.journal.chain import Link
+
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
 
@@ -322,6 +324,10 @@ class Journal(ABC):
     location: str
     """Where the journal lives, safe to print (no credentials)."""
 
+    audit_key: bytes | None = None
+    """The operator's key (``--audit-key-env``): links this process adds to a hash chain are HMAC-SHA-256 under
+    it, else plain SHA-256."""
+
     replica_id: str | None = None
     """The `checkpoint serve` replica this process is, once registered (PostgreSQL); its reservations carry it."""
 
@@ -444,6 +450,14 @@ class Journal(ABC):
         Lineages rooted in ``skip_roots`` are left alone. A collected sequence is remembered: a later call
         there is refused, never re-run.
         """
+
+    @abstractmethod
+    def links(self, workflow: str) -> list[Link]:
+        """``workflow``'s hash chain (its events), in stored order."""
+
+    @abstractmethod
+    def chained_workflows(self) -> list[str]:
+        """Every workflow the journal has a chain, a branch row or a call for, sorted."""
 
     @abstractmethod
     def version(self) -> str:

@@ -2,13 +2,16 @@
 
 An event is what happened to the journal (a call reserved, completed or failed, an operator's resolution, a gc,
 the start of the chain at a migration, a policy's audit record). Its link is the RFC 8785 canonical JSON of
-``{"workflow", "seq", "kind", "detail", "at", "prev"}``, and its hash is SHA-256 of those bytes, or HMAC-SHA-256
-under the operator's audit key (``--audit-key-env``), written ``sha256:<hex>`` or ``hmac-sha256:<hex>``. The
-first link of a chain has ``prev`` empty; a link after a gc's cut names the removed link it followed.
+``{"workflow", "n", "seq", "kind", "detail", "at", "prev"}`` (``n`` counts the links of the chain from 1), and
+its hash is SHA-256 of those bytes, or HMAC-SHA-256 under the operator's audit key (``--audit-key-env``),
+written ``sha256:<n>:<hex>`` or ``hmac-sha256:<n>:<hex>``: a hash names the position of its link, so a verifier
+can tell a link removed (a position skipped) from one edited (the position is there, the hash is not) or
+inserted. The first link of a chain has ``prev`` empty; the first one after a gc's cut names the removed link it
+followed, which the gc's anchor vouches for.
 
-Events about a call carry digests of the call row's columns (never the arguments or results themselves), so a
-verifier can rebuild what each row of ``calls`` must look like from the chain alone (``row_after``) and catch a
-row edited, removed or inserted by hand even where the chain itself is intact.
+Events about a call carry digests of the call row's columns (never the arguments or results themselves: the
+SHA-256 of their canonical JSON), so a verifier can rebuild what each row of ``calls`` must look like from the
+chain alone (``row_after``) and catch a row edited, removed or inserted by hand even where the chain is intact.
 
 This module is pure (bytes in, hashes out) except ``append``, which writes links inside the caller's
 transaction.
@@ -61,8 +64,23 @@ class Link(NamedTuple):
 
 
 def text_digest(text: str | None) -> str | None:
-    """The hex SHA-256 of a stored text column (arguments, outcome), or None for NULL."""
-    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+    """The digest of a stored JSON text column (arguments, outcome): hex SHA-256 of its canonical JSON, so an
+    export that re-spells the JSON verifies too; of the raw text if it is not JSON; None for NULL."""
+    if text is None:
+        return None
+    try:
+        return value_digest(json.loads(text))
+    except ValueError:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def value_digest(value: Any) -> str:
+    """The hex SHA-256 of a JSON value's canonical form.
+
+    Raises:
+        ValueError: the value has no canonical form.
+    """
+    return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def canonical_text(detail: Mapping[str, Any]) -> str:
@@ -74,17 +92,17 @@ def canonical_text(detail: Mapping[str, Any]) -> str:
     return canonical_json(dict(detail)).decode()
 
 
-def link_bytes(workflow: str, seq: int | None, kind: str, detail: Any, at: str, prev: str) -> bytes:
+def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail: Any, at: str, prev: str) -> bytes:
     """The canonical bytes a link's hash covers."""
-    document = {"workflow": workflow, "seq": seq, "kind": kind, "detail": detail, "at": at, "prev": prev}
+    document = {"workflow": workflow, "n": n, "seq": seq, "kind": kind, "detail": detail, "at": at, "prev": prev}
     return canonical_json(document)
 
 
-def seal(data: bytes, key: bytes | None) -> str:
-    """The hash of a link's bytes: HMAC-SHA-256 under ``key``, or plain SHA-256 without one."""
+def seal(data: bytes, n: int, key: bytes | None) -> str:
+    """The hash of the link at position ``n``: HMAC-SHA-256 under ``key``, or plain SHA-256 without one."""
     if key is None:
-        return SHA256 + hashlib.sha256(data).hexdigest()
-    return HMAC_SHA256 + hmac.new(key, data, hashlib.sha256).hexdigest()
+        return f"{SHA256}{n}:{hashlib.sha256(data).hexdigest()}"
+    return f"{HMAC_SHA256}{n}:{hmac.new(key, data, hashlib.sha256).hexdigest()}"
 
 
 def keyed(link_hash: str) -> bool:
@@ -92,14 +110,27 @@ def keyed(link_hash: str) -> bool:
     return link_hash.startswith(HMAC_SHA256)
 
 
-def link_hash(link: Link, key: bytes | None) -> str:
-    """What ``link``'s hash must be, recomputed from its stored columns (keyed links need ``key``).
+def position(link_hash: str) -> int | None:
+    """The position a hash names (``sha256:<n>:<hex>``), 0 for the empty hash before a chain, None if malformed."""
+    if not link_hash:
+        return 0
+    parts = link_hash.split(":")
+    if len(parts) != 3 or parts[0] + ":" not in (SHA256, HMAC_SHA256) or not parts[1].isdigit():
+        return None
+    return int(parts[1])
 
-    Raises:
-        ValueError: the stored detail is not JSON.
-    """
-    data = link_bytes(link.workflow, link.seq, link.kind, json.loads(link.detail), link.at, link.prev)
-    return seal(data, key if keyed(link.hash) else None)
+
+def link_hash(link: Link, key: bytes | None) -> str | None:
+    """What ``link``'s hash must be, recomputed from its stored columns (keyed links under ``key``); None when
+    its stored hash is malformed or its detail is not JSON."""
+    n = position(link.hash)
+    if not n:
+        return None
+    try:
+        data = link_bytes(link.workflow, n, link.seq, link.kind, json.loads(link.detail), link.at, link.prev)
+    except ValueError:
+        return None
+    return seal(data, n, key if keyed(link.hash) else None)
 
 
 # ---- writing ----------------------------------------------------------------------------------------------
@@ -131,7 +162,8 @@ def append(
     def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any], at: str) -> None:
         text = canonical_text(detail)
         prev = heads[workflow]
-        sealed = seal(link_bytes(workflow, seq, kind, json.loads(text), at, prev), key)
+        n = (position(prev) or 0) + 1
+        sealed = seal(link_bytes(workflow, n, seq, kind, json.loads(text), at, prev), n, key)
         rows.append((workflow, seq, kind, text, at, prev, sealed))
         heads[workflow] = sealed
 
@@ -141,6 +173,36 @@ def append(
             link(event.workflow, KEYED, None, {"unkeyed_head": head}, event.at)
         link(event.workflow, event.kind, event.seq, event.detail, event.at)
     return rows
+
+
+def start_chains(execute: Execute, key: bytes | None, from_version: int, now: str) -> int:
+    """The migration to schema 4: each workflow's chain starts with a marker vouching for its rows as they are.
+
+    Runs inside the migration's transaction. Returns how many chains were started.
+    """
+    rows = execute(
+        "SELECT workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
+        " FROM calls ORDER BY workflow_id, seq",
+        (),
+    ).fetchall()
+    per: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        digest = row_digest(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+        per.setdefault(row[0], {})[str(int(row[1]))] = digest
+    workflows = [row[0] for row in execute("SELECT workflow_id FROM workflows ORDER BY workflow_id", ()).fetchall()]
+    events = [
+        Event(
+            w,
+            CHAIN_START,
+            None,
+            {"reason": "migrated", "from_version": from_version, "rows": per.get(w, {})},
+            now,
+        )
+        for w in sorted(set(workflows) | set(per))
+    ]
+    for link in append(execute, events, key):
+        execute(INSERT_LINK, link)
+    return len(events)
 
 
 # ---- what a call row must look like ----------------------------------------------------------------------

@@ -32,8 +32,9 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
 )
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema, start_chains
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 try:
     import psycopg
@@ -226,7 +227,7 @@ class PostgresJournal(SqlJournal):
                 for statement in MIGRATIONS[target]:
                     self._conn.execute(statement)
                 if target == 4 and version > 0:
-                    started = start_chains(self.execute, self.audit_key, version)
+                    started = start_chains(self.execute, self.audit_key, version, utc_now())
                     logger.info("journal %s: %d hash chain(s) start at this migration", self.location, started)
                 logger.info("journal %s migrated to schema version %d", self.location, target)
             if version < SCHEMA_VERSION:

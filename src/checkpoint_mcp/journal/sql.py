@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.journal import chain
+from checkpoint_mcp.journal import audit, chain
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Branch,
@@ -340,9 +340,6 @@ class SqlJournal(Settlements, Journal):
         SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
         """
 
-    audit_key: bytes | None = None
-    """The operator's key (``--audit-key-env``): links are HMAC-SHA-256 under it, else plain SHA-256."""
-
     def write_txn(self, groups: list[Group]) -> None:
         """The statements of ``groups`` and the links of their events, inside the caller's transaction.
 
@@ -574,42 +571,29 @@ class SqlJournal(Settlements, Journal):
                     "UPDATE workflows SET collected_through = ? WHERE workflow_id = ? AND collected_through < ?",
                     (max(seqs), workflow, max(seqs)),
                 )
-            now = utc_now()
-            self.link_txn(
-                [
-                    Event(workflow, chain.GC, None, {"removed": seqs, "before": before}, now)
-                    for workflow, seqs in removed.items()
-                ]
-            )
+            for workflow, seqs in removed.items():
+                self.lock_workflow(workflow)
+                detail, cut = audit.gc_anchor(self.links(workflow), seqs, before, self.audit_key)
+                self.link_txn([Event(workflow, chain.GC, None, detail, utc_now())])
+                if cut is not None:  # the anchor now vouches for the links up to the cut
+                    self.execute("DELETE FROM events WHERE workflow_id = ? AND id <= ?", (workflow, cut))
         return removed
 
+    def links(self, workflow: str) -> list[chain.Link]:
+        """``workflow``'s hash chain, in stored order."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT id, workflow_id, seq, kind, detail, at, prev_hash, hash FROM events WHERE workflow_id = ?"
+                " ORDER BY id",
+                (workflow,),
+            ).fetchall()
+        return [chain.Link(int(r[0]), r[1], None if r[2] is None else int(r[2]), *r[3:]) for r in rows]
 
-def start_chains(execute: chain.Execute, key: bytes | None, from_version: int) -> int:
-    """The migration to schema 4: each workflow's chain starts with a marker vouching for its rows as they are.
-
-    Runs inside the migration's transaction. Returns how many chains were started.
-    """
-    rows = execute(
-        "SELECT workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key"
-        " FROM calls ORDER BY workflow_id, seq",
-        (),
-    ).fetchall()
-    per: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        digest = chain.row_digest(row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
-        per.setdefault(row[0], {})[str(int(row[1]))] = digest
-    workflows = [row[0] for row in execute("SELECT workflow_id FROM workflows ORDER BY workflow_id", ()).fetchall()]
-    now = utc_now()
-    events = [
-        Event(
-            w,
-            chain.CHAIN_START,
-            None,
-            {"reason": "migrated", "from_version": from_version, "rows": per.get(w, {})},
-            now,
-        )
-        for w in sorted(set(workflows) | set(per))
-    ]
-    for link in chain.append(execute, events, key):
-        execute(chain.INSERT_LINK, link)
-    return len(events)
+    def chained_workflows(self) -> list[str]:
+        """Every workflow with a chain, a row or a call, sorted."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT workflow_id FROM workflows UNION SELECT workflow_id FROM events"
+                " UNION SELECT workflow_id FROM calls"
+            ).fetchall()
+        return sorted(row[0] for row in rows)

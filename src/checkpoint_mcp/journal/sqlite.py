@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema, start_chains
+from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -164,7 +165,7 @@ class SqliteJournal(SqlJournal):
                 for statement in MIGRATIONS[target]:
                     self._con.execute(statement)
                 if target == 4 and current > 0:
-                    started = start_chains(self._con.execute, self.audit_key, current)
+                    started = start_chains(self._con.execute, self.audit_key, current, utc_now())
                     logger.info("journal %s: %d hash chain(s) start at this migration", self.path, started)
                 logger.info("journal %s migrated to schema version %d", self.path, target)
             self._con.execute(f"PRAGMA application_id = {APPLICATION_ID}")

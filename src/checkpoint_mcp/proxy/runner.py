@@ -8,7 +8,7 @@ import sys
 from contextlib import ExitStack
 from typing import IO
 
-from checkpoint_mcp.config import ProxyConfig
+from checkpoint_mcp.config import ProxyConfig, audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
@@ -42,7 +42,7 @@ def run_proxy(config: ProxyConfig) -> int:
         journal: Journal | None = None
         lineage: Lineage | None = None
         if config.journal is not None:
-            journal = open_journal(config.journal)
+            journal = open_journal(config.journal, audit_key=audit_key(config.audit_key_env))
             stack.callback(journal.close)
             root = config.workflow_id or default_workflow_id(config.journal)
             stack.callback(journal.acquire(root).release)

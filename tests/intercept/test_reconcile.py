@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from test_settle_e2e import CHARGE, MAIL, crash_during, ledger, proxy
+from test_settle_e2e import CHARGE, MAIL, crash_during, ledger, proxy, verified
 
 from checkpoint_mcp.journal.base import CallState
 
@@ -65,6 +65,7 @@ def test_reconcile_settles_each_in_doubt_call_and_a_dry_run_changes_nothing(
         assert resumed.call("send_email", MAIL, seq=1)["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
     mails = [e for e in ledger(tmp_path) if e["tool"] == "send_email"]
     assert len(mails) == 2
+    verified(journal)
 
 
 def test_reconcile_is_refused_while_a_live_proxy_owns_the_workflow(journal: str, tmp_path: Path) -> None:

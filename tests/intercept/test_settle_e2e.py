@@ -4,6 +4,7 @@ ledger says what really happened, a real journal; the next proxy meets the in-do
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
 
-from support import ProxyProcess, journal_calls, server_cmd
+from support import ProxyProcess, checkpoint_argv, journal_calls, server_cmd
 
 POLICY = """
 [tools.send_email.probe]
@@ -65,6 +66,18 @@ def call(p: ProxyProcess, tool: str, arguments: dict[str, Any], seq: int = 1) ->
     return p.call(tool, arguments, seq=seq)
 
 
+def verified(journal: str) -> None:
+    """`checkpoint journal verify` finds the hash chain intact and every row as the chain says."""
+    done = subprocess.run(
+        checkpoint_argv("journal", "verify", "--journal", journal),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def resolutions(journal: str, workflow: str) -> list[Any]:
     store = open_journal(journal, create=False)
     try:
@@ -99,6 +112,7 @@ def test_a_mail_the_probe_finds_sent_is_settled_completed_and_not_sent_again(
     [audit] = resolutions(journal, workflow)
     assert audit.action is ResolveAction.COMPLETED
     assert audit.user == "checkpoint (probe list_outbox)"
+    verified(journal)
 
 
 def test_a_mail_the_probe_finds_unsent_is_released_and_sent_now(journal: str, workflow: str, tmp_path: Path) -> None:
@@ -115,6 +129,7 @@ def test_a_mail_the_probe_finds_unsent_is_released_and_sent_now(journal: str, wo
     [audit] = resolutions(journal, workflow)
     assert audit.action is ResolveAction.RELEASED
     assert audit.user == "checkpoint (probe list_outbox)"
+    verified(journal)
     assert json.loads(audit.outcome)["verdict"] == "not_happened"
 
 
@@ -179,6 +194,7 @@ def test_an_in_doubt_charge_is_sent_again_under_the_same_key_and_charged_once(
     assert audit.action is ResolveAction.RELEASED
     assert audit.user == "checkpoint (idempotency key)"
     assert json.loads(audit.outcome)["key"] == charges[0]["key"]
+    verified(journal)
 
 
 def test_a_different_call_at_an_in_doubt_sequence_is_still_refused(journal: str, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_settle_e2e import POLICY, ledger
+from test_settle_e2e import POLICY, ledger, verified
 
 from checkpoint_mcp.intercept.settle import idempotency_key
 from checkpoint_mcp.journal import default_workflow_id, open_journal
@@ -102,5 +102,6 @@ def test_a_hundred_kills_mid_call_leave_no_wrong_settlement_no_double_execution_
     settled_by_probe = sum(1 for r in audit if r.user == "checkpoint (probe list_outbox)")
     settled_by_key = sum(1 for r in audit if r.user == "checkpoint (idempotency key)")
     print(f"{kills} kills: {settled_by_probe} settlements by probe, {settled_by_key} by idempotency key")
+    verified(journal)
     assert settled_by_probe > 0
     assert settled_by_key > 0

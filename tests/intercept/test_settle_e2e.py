@@ -204,3 +204,31 @@ def test_a_different_call_at_an_in_doubt_sequence_is_still_refused(journal: str,
         answer = call(resumed, "send_email", {**MAIL, "subject": "Another"})
     assert answer["error"]["code"] == IN_DOUBT
     assert "settlement" not in answer["error"]["data"]
+
+
+def test_an_agent_passing_no_sequence_meets_its_in_doubt_mail_by_content_and_the_probe_settles_it(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    """A client that opens a new proxy per call and names no sequence: its repeat is caught by content (part of
+    the policy's ``repeat`` rule), and the in-doubt original is settled by the probe instead of refused."""
+    policy = tmp_path / "policy-repeat.toml"
+    policy.write_text('[default]\nrepeat = "replay"\n' + POLICY.format(probe="list_outbox"))
+    env = {"LEDGER_DIR": str(tmp_path), "CHECKPOINT_DEBUG_TRIGGER": "after_upstream_reply"}
+    argv = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", journal, "--policy", str(policy))
+    with ProxyProcess(*argv, env=env) as crashing:
+        crashing.initialize()
+        crashing.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "send_email", "arguments": MAIL}}
+        )
+        assert crashing.proc.wait(20) != 0
+    del env["CHECKPOINT_DEBUG_TRIGGER"]
+    with ProxyProcess(*argv, env=env) as fresh:
+        fresh.initialize()
+        answer = fresh.call("send_email", MAIL)  # no sequence, no key: the cursor would give it #2
+    meta = answer["result"]["_meta"]
+    assert meta["checkpoint/journal"]["seq"] == 1
+    assert meta["checkpoint/journal"]["replayed"] is True
+    assert meta["checkpoint/settled"]["verdict"] == "happened"
+    assert [e["event"] for e in ledger(tmp_path)] == ["done"]
+    assert [row.state for row in journal_calls(journal, workflow)] == [CallState.COMPLETED]
+    verified(journal)

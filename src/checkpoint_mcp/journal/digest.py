@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
@@ -74,6 +74,37 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """An in-doubt call a tool policy settled by itself (a probe, or the upstream's idempotency key)."""
+
+    workflow: str
+    seq: int
+    tool: str | None
+    """None when the row is gone (released by a probe and not called again yet)."""
+    action: str
+    """``completed`` (it had run), or ``released`` (it had not, or it was sent again under its key)."""
+    by: str
+    """The means, as the audit record names it: ``probe list_outbox``, ``idempotency key``."""
+    at: str
+
+    def describe(self) -> str:
+        """What happened, in words for a resumed agent."""
+        if self.by.startswith("probe "):
+            probe = self.by.removeprefix("probe ")
+            if self.action == "completed":
+                return (
+                    f"it had run (the read-only tool {probe} showed it): recorded as completed and not run again; "
+                    "its own result was never received"
+                )
+            return f"it had not run (the read-only tool {probe} showed it): released, and run when called again"
+        return "sent again under its idempotency key, so the upstream runs it at most once"
+
+
+SETTLED_BY = "checkpoint (%"
+"""How the audit records of a tool policy's settlements begin (``resolved_by``); an operator's never do."""
+
+
+@dataclass(frozen=True)
 class Digest:
     """What a resumed agent must know about one workflow's side effects."""
 
@@ -91,6 +122,8 @@ class Digest:
     exact: bool = True
     """True when "since" was told by sequence from the save's mark; False when by the journal's clock."""
     owner: str | None = None
+    settled: tuple[Settled, ...] = ()
+    """In-doubt calls the tool policy settled by itself since the save, oldest first."""
 
 
 def _short(arguments: str) -> str | None:
@@ -208,7 +241,23 @@ class JournalReader(ABC):
             digest = self._since_mark(lineage, mark)
         else:
             digest = self._since_time(lineage, saved_at)
-        return self._with_owner(lineage, digest)
+        return replace(self._with_owner(lineage, digest), settled=self._settled(lineage, saved_at))
+
+    def _settled(self, lineage: Lineage, saved_at: str) -> tuple[Settled, ...]:
+        """The settlements of in-doubt calls the tool policy made by itself after ``saved_at``."""
+        found: list[Settled] = []
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            rows = self.rows(
+                "SELECT r.workflow_id, r.seq, c.tool, r.action, r.resolved_by, r.at FROM resolutions r"
+                " LEFT JOIN calls c ON c.workflow_id = r.workflow_id AND c.seq = r.seq"
+                f" WHERE r.workflow_id = ?{where.replace('seq', 'r.seq')} AND r.resolved_by LIKE ? AND r.at > ?"
+                " ORDER BY r.id",
+                (branch.workflow, *params, SETTLED_BY, saved_at),
+            )
+            for workflow, seq, tool, action, by, at in rows:
+                found.append(Settled(workflow, int(seq), tool, action, str(by)[len("checkpoint (") : -1], at))
+        return tuple(sorted(found, key=lambda s: s.at))
 
     def _still_valid(self, lineage: Lineage, mark: Mark) -> bool:
         """True when every row written since the save has a sequence above the mark."""

@@ -7,6 +7,8 @@ It comes after "Since this checkpoint", only when there is something to say, in 
 * **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
   repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
   live proxy is still waiting for are named too;
+* **Settled automatically**: in-doubt calls the tool policy settled by itself (a probe that showed whether the
+  call had run, or the upstream's idempotency key), and how;
 * one line counting what was done before the save.
 
 The section has its own budget, ``EFFECTS_MAX_CHARS``, inside the brief's cap: the oldest calls done since go
@@ -111,12 +113,14 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
     flying: list[str] = []
     done: list[tuple[str, int, str]] = []  # (line, calls in it, tool), newest last across workflows
     before: list[str] = []
+    settled: list[str] = []
     omitted: dict[str, int] = {}
     commands: list[str] = []
     for journal, digest in readable:
         assert digest is not None
         suffix = f" (workflow {code(journal.workflow)})" if several else ""
         doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt]
+        settled += [f"- #{s.seq} {code(s.tool or '?')} — {s.describe()}, {_when(s.at)}{suffix}" for s in digest.settled]
         if digest.in_flight:
             calls = ", ".join(f"#{c.seq} {code(c.tool)}" for c in digest.in_flight)
             flying.append(
@@ -136,11 +140,19 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
         if (digest.in_doubt or digest.in_flight or digest.done_total) and any(digest.before.values()):
             counted = f"{digest.before.get('completed', 0):,} completed, {digest.before.get('failed', 0):,} failed"
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
-        if digest.in_doubt or digest.in_flight or digest.done_total:
+        if digest.in_doubt or digest.in_flight or digest.done_total or digest.settled:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
-    if not doubt and not flying and not done and not omitted:
+    if not doubt and not flying and not done and not omitted and not settled:
         return ""
-    return _fit(doubt, flying, done, omitted, before, commands, limit)
+    return _fit(doubt, flying, done, omitted, _Tail(tuple(settled), tuple(before)), commands, limit)
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The section's last lines, never cut: the calls settled automatically, and what was done before the save."""
+
+    settled: tuple[str, ...]
+    before: tuple[str, ...]
 
 
 def _render(
@@ -149,7 +161,7 @@ def _render(
     flying: Sequence[str],
     done: Sequence[tuple[str, int, str]],
     omitted: dict[str, int],
-    before: Sequence[str],
+    tail: _Tail,
     note: str,
 ) -> str:
     lines = [TITLE]
@@ -170,8 +182,11 @@ def _render(
             lines.append(f"- … {total:,} earlier call(s) not shown: {_tools(omitted)}")
         lines += [line for line, _, _ in done]
         lines += flying
-    if before:
-        lines.append(f"Before the checkpoint: {'; '.join(before)}.")
+    if tail.settled:
+        lines.append("### Settled automatically by the tool policy (no operator step): do not redo them")
+        lines += tail.settled
+    if tail.before:
+        lines.append(f"Before the checkpoint: {'; '.join(tail.before)}.")
     if note:
         lines.append(note)
     return "\n".join(lines)
@@ -182,12 +197,12 @@ def _fit(
     flying: list[str],
     done: list[tuple[str, int, str]],
     omitted: dict[str, int],
-    before: list[str],
+    tail: _Tail,
     commands: list[str],
     limit: int,
 ) -> str:
     """Drop the oldest calls done since, then in-doubt calls beyond the first, until the section fits."""
-    text = _render(doubt, 0, flying, done, omitted, before, "")
+    text = _render(doubt, 0, flying, done, omitted, tail, "")
     if len(text) <= limit and not omitted:
         return text
     shown_doubt = list(doubt)
@@ -211,7 +226,7 @@ def _fit(
     steps = ((kept, DONE_KEPT), (shown_doubt, DOUBT_KEPT), (kept, 0), (shown_doubt, 1))
     for items, floor in steps:
         while True:
-            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, before, note())
+            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, tail, note())
             if len(text) <= limit:
                 return text
             if len(items) <= floor:

@@ -277,6 +277,18 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                 },
                 "before": digest.before,
                 "liveOwner": digest.owner,
+                "settledAutomatically": [
+                    {
+                        "workflow": s.workflow,
+                        "seq": s.seq,
+                        "tool": s.tool,
+                        "action": s.action,
+                        "by": s.by,
+                        "at": s.at,
+                        "how": s.describe(),
+                    }
+                    for s in digest.settled
+                ],
             }
         out.append(entry)
     return out

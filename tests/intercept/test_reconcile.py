@@ -6,9 +6,10 @@ import json
 import subprocess
 from pathlib import Path
 
-from test_settle_e2e import CHARGE, MAIL, crash_during, ledger, proxy, verified
+from test_settle_e2e import CHARGE, MAIL, crash_during, proxy
 
 from checkpoint_mcp.journal.base import CallState
+from ledger import ledger, verified
 
 from support import checkpoint_argv, journal_calls, server_cmd
 

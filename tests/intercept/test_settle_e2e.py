@@ -4,7 +4,6 @@ ledger says what really happened, a real journal; the next proxy meets the in-do
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,28 +12,12 @@ import pytest
 from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+from ledger import POLICY, ledger, verified
 
-from support import ProxyProcess, checkpoint_argv, journal_calls, server_cmd
-
-POLICY = """
-[tools.send_email.probe]
-tool = "{probe}"
-arguments = {{ to = "/to", subject = "/subject" }}
-happened_if = {{ pointer = "/count", equals = 1 }}
-not_happened_if = {{ pointer = "/count", equals = 0 }}
-timeout = "1s"
-
-[tools.charge_card]
-idempotency = {{ argument = "idempotency_key" }}
-"""
+from support import ProxyProcess, journal_calls, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 CHARGE = {"customer": "alice", "cents": 4200}
-
-
-def ledger(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "ledger.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def proxy(journal: str, tmp_path: Path, probe: str = "list_outbox", trigger: str | None = None) -> ProxyProcess:
@@ -64,18 +47,6 @@ def crash_during(journal: str, tmp_path: Path, tool: str, arguments: dict[str, A
 
 def call(p: ProxyProcess, tool: str, arguments: dict[str, Any], seq: int = 1) -> dict[str, Any]:
     return p.call(tool, arguments, seq=seq)
-
-
-def verified(journal: str) -> None:
-    """`checkpoint journal verify` finds the hash chain intact and every row as the chain says."""
-    done = subprocess.run(
-        checkpoint_argv("journal", "verify", "--journal", journal),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def resolutions(journal: str, workflow: str) -> list[Any]:

@@ -13,26 +13,19 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_settle_e2e import POLICY, ledger, verified
 
 from checkpoint_mcp.intercept.settle import idempotency_key
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+from ledger import POLICY, ledger, step, verified
 
 from support import ProxyProcess, server_cmd
 
 KILLS = 100
 STEPS = 40
 DELAY_MS = 40  # the upstream waits 0..40 ms before and after each side effect
-
-
-def step(n: int) -> tuple[str, dict[str, Any]]:
-    if n % 2:
-        return "send_email", {"to": f"user{n}@example.com", "subject": f"step {n}"}
-    return "charge_card", {"customer": f"customer{n}", "cents": 100 * n}
 
 
 @pytest.mark.timeout(600)

@@ -50,7 +50,7 @@ _DURATION: Final = re.compile(r"(\d+)([smhdw])")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RULE_KEYS: Final = frozenset({"journal", "repeat", "window", "probe", "idempotency", "read_only"})
-_PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout"})
+_PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
 _MATCHER_TESTS: Final = ("equals", "exists", "contains", "nonempty")
 
 
@@ -94,6 +94,7 @@ class Probe:
     happened_if: Matcher | None
     not_happened_if: Matcher | None
     timeout: float = DEFAULT_PROBE_TIMEOUT
+    settle_after: float = 0.0  # a "did not happen" counts only for a call started at least this long ago
 
     def build_arguments(self, call_arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """The probe's arguments taken from the in-doubt call's, or None when a pointer finds nothing there."""
@@ -413,7 +414,10 @@ def _probe(value: Any, name: str, where: str) -> Probe:
     timeout = DEFAULT_PROBE_TIMEOUT
     if "timeout" in value:
         timeout = parse_window(value["timeout"], f"{name}: [{where}] timeout")
-    return Probe(tool, MappingProxyType(dict(arguments)), happened, not_happened, timeout)
+    settle_after = 0.0
+    if "settle_after" in value:
+        settle_after = parse_window(value["settle_after"], f"{name}: [{where}] settle_after")
+    return Probe(tool, MappingProxyType(dict(arguments)), happened, not_happened, timeout, settle_after)
 
 
 def _matcher(value: Any, at: str) -> Matcher | None:

@@ -24,6 +24,7 @@ import itertools
 import json
 import secrets
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
@@ -63,6 +64,9 @@ class Probe(Protocol):
 
     @property
     def timeout(self) -> float: ...
+
+    @property
+    def settle_after(self) -> float: ...  # seconds: a younger call may still land, so "did not happen" waits
 
 
 class Idempotency(Protocol):
@@ -193,8 +197,12 @@ class Finding(NamedTuple):
         }
 
 
-def judge(probe: Probe, arguments: Mapping[str, Any], response: Mapping[str, Any]) -> Finding:
-    """The verdict of a probe's JSON-RPC ``response`` (the whole message)."""
+def judge(
+    probe: Probe, arguments: Mapping[str, Any], response: Mapping[str, Any], started_at: str | None = None
+) -> Finding:
+    """The verdict of a probe's JSON-RPC ``response`` (the whole message) about a call started at ``started_at``
+    (ISO 8601 UTC, as journaled). A call younger than the probe's ``settle_after`` may still land (a remote
+    server can go on running a call whose proxy died), so "did not happen" is not believed for it yet."""
     result = response.get("result")
     verdict, reason = Verdict.UNKNOWN, ""
     if "error" in response:
@@ -213,11 +221,29 @@ def judge(probe: Probe, arguments: Mapping[str, Any], response: Mapping[str, Any
             verdict, reason = Verdict.HAPPENED, "happened_if matched"
         elif not_happened and not happened:
             verdict, reason = Verdict.NOT_HAPPENED, "not_happened_if matched"
+            age = _age(started_at)
+            if age is not None and age < probe.settle_after:
+                verdict = Verdict.UNKNOWN
+                reason = (
+                    f"not_happened_if matched, but the call started only {age:.0f}s ago (settle_after "
+                    f"{probe.settle_after:g}s): it may still land"
+                )
         elif happened:
             reason = "both happened_if and not_happened_if matched"
         else:
             reason = "neither happened_if nor not_happened_if matched"
     return Finding(verdict, reason, probe.tool, arguments, result)
+
+
+def _age(started_at: str | None) -> float | None:
+    """Seconds since ``started_at`` (the journal's ISO 8601 UTC text), or None when unknown."""
+    if not started_at:
+        return None
+    try:
+        then = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (datetime.now(UTC) - then).total_seconds()
 
 
 def unanswered(probe: Probe, arguments: Mapping[str, Any], reason: str) -> Finding:

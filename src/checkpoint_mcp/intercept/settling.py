@@ -113,7 +113,8 @@ class Settler:
 
     def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answer:
         """The probe answered: settle the call by its verdict."""
-        return self.conclude(pending, judge(pending.probe, pending.arguments, response))
+        started = pending.unsettled.record.started_at
+        return self.conclude(pending, judge(pending.probe, pending.arguments, response, started))
 
     def conclude(self, pending: PendingProbe, finding: Finding) -> Forward | Answer:
         """Record what ``finding`` proved and say what the waiting call gets; never raises for the journal."""

@@ -97,7 +97,7 @@ async def _one(journal: Journal, client: McpClient, rule: ToolRule, row: CallRec
         return decided("in doubt", "its arguments were not journaled (--redact-args-in-journal)")
     arguments = json.loads(row.arguments)
     if rule.probe is not None:
-        finding = await _probe(client, rule, arguments)
+        finding = await _probe(client, rule, arguments, row.started_at)
         return _record_finding(journal, row, finding, dry_run)
     return await _resend(journal, client, rule, row, arguments, dry_run)
 
@@ -136,7 +136,7 @@ async def _resend(
     return decided("completed", f"sent again under its idempotency key {key}: the upstream answered", evidence)
 
 
-async def _probe(client: McpClient, rule: ToolRule, arguments: dict[str, Any]) -> Finding:
+async def _probe(client: McpClient, rule: ToolRule, arguments: dict[str, Any], started_at: str) -> Finding:
     probe = rule.probe
     assert probe is not None
     try:
@@ -147,7 +147,7 @@ async def _probe(client: McpClient, rule: ToolRule, arguments: dict[str, Any]) -
         answer = await client.exchange("tools/call", {"name": probe.tool, "arguments": built}, probe.timeout)
     except UpstreamError as exc:
         return unanswered(probe, built, str(exc))
-    return judge(probe, built, answer)
+    return judge(probe, built, answer, started_at)
 
 
 def _record_finding(journal: Journal, row: CallRecord, finding: Finding, dry_run: bool) -> Decision:

@@ -277,6 +277,10 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                 },
                 "before": digest.before,
                 "liveOwner": digest.owner,
+                "repeatsCaught": [
+                    {"workflow": r.workflow, "seq": r.seq, "tool": r.tool, "action": r.action, "at": r.at}
+                    for r in digest.repeats
+                ],
             }
         out.append(entry)
     return out

@@ -170,6 +170,7 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
 
 
 def _pythonpath() -> dict[str, str]:
+    """PYTHONPATH, for the servers and commands a test starts with an environment of its own."""
     return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
 
 

@@ -319,11 +319,12 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
 
     WORKFLOW defaults to the proxy's default workflow for this journal (the journal's path, or its URL).
     """
-    from checkpoint_mcp.journal import operations, report
+    from checkpoint_mcp.journal import notes, operations, report
 
     workflow = _workflow(location, workflow)
     with opened(location) as journal:
         summary, calls, resolutions = operations.describe(journal, workflow)
+        policy = notes.policy_notes(journal.links(workflow))
     if seq is not None:
         matching = [c for c in calls if c.seq == seq]
         if not matching:
@@ -333,10 +334,13 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
                 {
                     **report.call_json(matching[0]),
                     "resolutions": [report.resolution_json(r) for r in resolutions if r.seq == seq],
+                    "policyNotes": [notes.note_json(n) for n in policy if n.seq == seq],
                 }
             )
         else:
-            click.echo(report.render_call(matching[0], resolutions))
+            click.echo(
+                notes.with_notes(report.render_call(matching[0], resolutions), [n for n in policy if n.seq == seq])
+            )
         return
     if as_json:
         emit_json(
@@ -344,10 +348,11 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
                 **report.summary_json(summary),
                 "calls": [report.call_json(c) for c in calls],
                 "resolutions": [report.resolution_json(r) for r in resolutions],
+                "policyNotes": [notes.note_json(n) for n in policy],
             }
         )
     else:
-        click.echo(report.render_show(summary, calls, resolutions))
+        click.echo(notes.with_notes(report.render_show(summary, calls, resolutions), policy))
 
 
 @journal_group.command("resolve")

@@ -8,6 +8,7 @@ means to test.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -150,7 +151,8 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "checkpoint_mcp", *options, "session", *args],
-            env={**hermetic_git, **(env or {})},
+            # The SDK passes only a few variables on: PYTHONPATH too, so a source checkout runs its own code.
+            env={**hermetic_git, **_pythonpath(), **(env or {})},
             cwd=str(cwd),
         )
         callback = None
@@ -165,6 +167,11 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
             yield client
 
     return connect
+
+
+def _pythonpath() -> dict[str, str]:
+    """PYTHONPATH, for the servers and commands a test starts with an environment of its own."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 
 from checkpoint_mcp.session.effects import TITLE
 
-from .conftest import SessionFactory
+from .conftest import SessionFactory, _pythonpath
 from .helpers import text_of
 from support import checkpoint_argv, done_count, effects_proxy, read_effects
 
@@ -35,7 +35,7 @@ def _brief_hook(repo: Path, env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         checkpoint_argv("brief", "--hook", *args),
         cwd=repo,
-        env={**env, "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**env, **_pythonpath(), "CLAUDE_PROJECT_DIR": str(repo)},
         capture_output=True,
         text=True,
         timeout=60,

@@ -60,6 +60,8 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         repeat = "never a repeat (not journaled)"
     elif rule.read_only:
         repeat = "never a repeat (read_only = true)"
+    elif hinted:
+        repeat = "never a repeat (readOnlyHint)"
     else:
         repeat = f"repeat {rule.repeat.value}"
     row: dict[str, Any] = {
@@ -69,7 +71,8 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         "journalReason": journal_why,
         "readOnly": rule.read_only or hinted,
         "repeat": repeat,
-        "windowSeconds": rule.window_seconds if journaled and rule.catches_repeats else None,  # else never looked
+        # None: the call is never looked up as a repeat.
+        "windowSeconds": rule.window_seconds if journaled and rule.catches_repeats and not hinted else None,
         "probe": None,
         "idempotency": None,
     }

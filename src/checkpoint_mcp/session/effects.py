@@ -6,7 +6,7 @@ It comes after "Since this checkpoint", only when there is something to say, in 
   commands and a plain instruction not to redo it before it is resolved;
 * **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
   repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
-  live proxy is still waiting for are named too;
+  live proxy is still waiting for are named too, and so are calls sent again that a tool policy caught;
 * **Settled automatically**: in-doubt calls the tool policy settled by itself (a probe that showed whether the
   call had run, or the upstream's idempotency key), and how;
 * one line counting what was done before the save.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.digest import Call
+from checkpoint_mcp.journal.digest import Call, Repeat
 from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.session.journals import WorkflowDigest
 from checkpoint_mcp.session.render import code
@@ -105,6 +105,29 @@ def _tools(counts: dict[str, int]) -> str:
     return ", ".join(f"{tool} ×{count:,}" for tool, count in ranked)
 
 
+_REPEAT_WORDS: Final = {
+    "replayed": "answered with the first result",
+    "refused": "refused",
+    "in_doubt": "refused, the first is in doubt",
+    "in_flight": "refused, the first was still running",
+    "ran_again": "run again, the first had failed",
+}
+
+
+def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
+    """One line per call the agent sent again and the tool policy caught (counted, newest action)."""
+    counted: dict[tuple[str, int, str], list[str]] = {}
+    for repeat in repeats:
+        counted.setdefault((repeat.workflow, repeat.seq, repeat.tool), []).append(repeat.action)
+    lines = []
+    for (_, seq, tool), actions in counted.items():
+        words = _REPEAT_WORDS.get(actions[-1], actions[-1])
+        once = "" if actions[-1] == "ran_again" else "; it ran once, do not send it again"
+        caught = f"was sent again {len(actions)}× and caught by the tool policy ({words})"
+        lines.append(f"- #{seq} {code(tool)} {caught}{once}{suffix}")
+    return lines
+
+
 def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> str:
     """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say."""
     readable = [(item.journal, item.digest) for item in found if item.digest is not None]
@@ -128,6 +151,7 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
                 f"{calls}{suffix}"
             )
         done += [(group.line(suffix), len(group.calls), group.calls[0].tool) for group in _groups(digest.done)]
+        flying += _repeats(digest.repeats, suffix)
         unread = digest.done_total - len(digest.done)
         if unread > 0:
             fetched = {c.tool: 0 for c in digest.done}

@@ -289,6 +289,10 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                     }
                     for s in digest.settled
                 ],
+                "repeatsCaught": [
+                    {"workflow": r.workflow, "seq": r.seq, "tool": r.tool, "action": r.action, "at": r.at}
+                    for r in digest.repeats
+                ],
             }
         out.append(entry)
     return out

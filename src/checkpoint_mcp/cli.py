@@ -19,7 +19,7 @@ import click
 from checkpoint_mcp import __version__
 from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
-from checkpoint_mcp.cli_reconcile import journal_reconcile
+from checkpoint_mcp.cli_reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
@@ -474,8 +474,9 @@ journal_group.add_command(journal_verify)
     help="Require the token held in environment variable VAR instead of a random one (and allow any address).",
 )
 @audit_key_option
+@settle_options
 def journal_ui(
-    location: str, listen: str, open_browser: bool, auth_token_env: str | None, audit_key_env: str | None
+    location: str, listen: str, open_browser: bool, auth_token_env: str | None, audit_key_env: str | None, **more: Any
 ) -> None:
     """Serve the journal as local web pages: workflows, timelines, calls, and resolving in-doubt calls.
 
@@ -486,7 +487,8 @@ def journal_ui(
 
     try:
         key = key_from(audit_key_env)
-        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env, audit_key=key)
+        settle = settle_action_from(location, key, more)
+        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env, audit_key=key, settle=settle)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
 

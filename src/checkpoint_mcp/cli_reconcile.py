@@ -55,3 +55,30 @@ def journal_reconcile(
         click.echo(json.dumps([d.as_json() for d in decisions], indent=2, ensure_ascii=False))
     else:
         click.echo(render(decisions, dry_run))
+
+
+def settle_options(function: Any) -> Any:
+    """``--policy`` and the upstream flags, for the pages' settle action (`checkpoint journal ui`)."""
+    function = click.option(
+        "--policy",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="With the upstream flags: an in-doubt call's page can settle it by the policy's probe or key.",
+    )(function)
+    return upstream_options(function)
+
+
+def settle_action_from(location: str, audit_key: bytes | None, options: dict[str, Any]) -> Any:
+    """The pages' settle action from ``settle_options`` (None without ``--policy``).
+
+    Raises:
+        click.UsageError: ``--policy`` without an upstream, or a bad policy file.
+    """
+    if options.get("policy") is None:
+        return None
+    from checkpoint_mcp.proxy.reconcile import settle_action
+
+    upstream_cmd, remote = upstream_choice(options)
+    rules = checked_policy(options["policy"], remote)
+    assert rules is not None
+    return settle_action(location, rules, upstream_cmd, remote, options["upstream_timeout"], audit_key)

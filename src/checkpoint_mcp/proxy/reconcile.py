@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.intercept.policy import Policy, ToolRule
 from checkpoint_mcp.intercept.settle import (
@@ -54,9 +56,17 @@ class Decision(NamedTuple):
 
 
 async def reconcile(
-    journal: Journal, workflow: str, policy: Policy, upstream: Upstream, timeout: float, *, dry_run: bool
+    journal: Journal,
+    workflow: str,
+    policy: Policy,
+    upstream: Upstream,
+    timeout: float,
+    *,
+    dry_run: bool,
+    only: int | None = None,
 ) -> list[Decision]:
-    """Settle every in-doubt call of ``workflow`` its tool's policy can settle; a decision per in-doubt call.
+    """Settle every in-doubt call of ``workflow`` (or only the one at sequence ``only``) its tool's policy can
+    settle; a decision per in-doubt call.
 
     Raises:
         UsageError: the journal has no such workflow, or a probe's tool is not read-only.
@@ -76,7 +86,9 @@ async def reconcile(
         rows = [
             row
             for row in journal.calls(workflow)
-            if row.state is CallState.PENDING and (row.replica is None or not journal.replica_alive(row.replica))
+            if row.state is CallState.PENDING
+            and (only is None or row.seq == only)
+            and (row.replica is None or not journal.replica_alive(row.replica))
         ]
         if not rows:
             return []
@@ -177,3 +189,36 @@ def render(decisions: list[Decision], dry_run: bool) -> str:
     if dry_run:
         lines.append("(dry run: nothing was written or sent again)")
     return "\n".join(lines)
+
+
+SettleAction = Callable[[str, int, bool], Awaitable[str]]
+"""What the operator's pages call to settle one in-doubt call: (workflow, seq, dry_run) -> the decision, in words."""
+
+
+def settle_action(
+    location: str,
+    policy: Policy,
+    upstream_cmd: str | None,
+    remote: RemoteConfig | None,
+    timeout: float,
+    audit_key: bytes | None = None,
+) -> SettleAction:
+    """The pages' settle action for the journal at ``location``: each use opens the journal and starts (or
+    reaches) the upstream, as `checkpoint journal reconcile` does, for one call.
+
+    The action raises what ``reconcile`` raises, and ``JournalError`` when the journal cannot be opened.
+    """
+
+    async def act(workflow: str, seq: int, dry_run: bool) -> str:
+        from checkpoint_mcp.journal import open_journal
+        from checkpoint_mcp.upstream.client import open_upstream
+
+        journal = open_journal(location, create=False, audit_key=audit_key)
+        try:
+            upstream = open_upstream(upstream_cmd, remote)
+            decisions = await reconcile(journal, workflow, policy, upstream, timeout, dry_run=dry_run, only=seq)
+        finally:
+            journal.close()
+        return render(decisions, dry_run)
+
+    return act

@@ -70,6 +70,7 @@ class Links(NamedTuple):
     call_base: str
     resolve: str
     version: str
+    settle: str | None = None  # None: the pages were started without a tool policy and an upstream
 
     def workflow(self, workflow: str, start: int | None = None) -> str:
         """The page of ``workflow`` (its calls from sequence ``start`` on, if given)."""
@@ -259,6 +260,14 @@ def _forms(page: Page, view: CallView, csrf: str, filled: dict[str, str]) -> str
     record = view.record
     base = {"csrf": csrf, "workflow": record.workflow, "seq": record.seq, "from": view.summary.workflow}
     forms = []
+    if page.links.settle is not None and record.state is CallState.PENDING:
+        forms.append(
+            f'<form class="resolve" id="settle" method="post" action="{escape(page.links.settle)}">'
+            f"{_hidden(base)}<b>Settle it by the tool policy.</b> Ask the tool's probe whether it ran, or send it "
+            "again under its idempotency key, as the proxy would (nothing is guessed: what cannot be proven stays "
+            'in doubt).<br><label><input type="checkbox" name="dry_run" value="yes"> Dry run: ask the probe, '
+            "change nothing</label><br><button>Settle</button></form>"
+        )
     if "completed" in view.resolvable:
         forms.append(
             f'<form class="resolve" id="resolve-completed" method="post" action="{escape(page.links.resolve)}">'

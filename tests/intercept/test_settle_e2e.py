@@ -203,3 +203,27 @@ def test_an_agent_passing_no_sequence_meets_its_in_doubt_mail_by_content_and_the
     assert [e["event"] for e in ledger(tmp_path)] == ["done"]
     assert [row.state for row in journal_calls(journal, workflow)] == [CallState.COMPLETED]
     verified(journal)
+
+
+def test_with_redacted_arguments_the_probe_still_settles_and_no_byte_of_them_reaches_the_journal(
+    tmp_path: Path,
+) -> None:
+    journal = str(tmp_path / "j.db")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.format(probe="list_outbox"))
+    argv = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", journal, "--policy", str(policy))
+    argv += ("--redact-args-in-journal",)
+    env = {"LEDGER_DIR": str(tmp_path)}
+    with ProxyProcess(*argv, env={**env, "CHECKPOINT_DEBUG_TRIGGER": "after_upstream_reply"}) as crashing:
+        crashing.initialize()
+        params = {"name": "send_email", "arguments": MAIL, "_meta": {"checkpoint_seq": 1}}
+        crashing.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        assert crashing.proc.wait(20) != 0
+    with ProxyProcess(*argv, env=env) as resumed:
+        resumed.initialize()
+        answer = resumed.call("send_email", MAIL, seq=1)
+        assert resumed.close() == 0
+    assert answer["result"]["_meta"]["checkpoint/settled"]["arguments"] == "«redacted»"
+    assert [e["event"] for e in ledger(tmp_path)] == ["done"]
+    for path in (p for p in tmp_path.glob("j.db*") if p.is_file()):
+        assert b"bob@example.com" not in path.read_bytes(), path

@@ -112,7 +112,7 @@ class Interceptor:
         self._held_up: list[tuple[bytes, InFlight | None]] = []
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
-        self._settler = Settler(journal, calls) if journal is not None and calls is not None else None
+        self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
 
     @property

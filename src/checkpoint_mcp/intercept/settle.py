@@ -184,6 +184,7 @@ class Finding(NamedTuple):
     probe: str
     arguments: Mapping[str, Any]
     result: Any  # the probe's result, its JSON-RPC error object, or None (no answer)
+    redacted: bool = False  # --redact-args-in-journal: the probe's arguments (taken from the call's) are not kept
 
     def evidence(self) -> dict[str, Any]:
         """The audit record's detail."""
@@ -192,7 +193,7 @@ class Finding(NamedTuple):
             "verdict": self.verdict.value,
             "reason": self.reason,
             "probe": self.probe,
-            "arguments": dict(self.arguments),
+            "arguments": "«redacted»" if self.redacted else dict(self.arguments),
             "result": self.result,
         }
 

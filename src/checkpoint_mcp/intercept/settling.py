@@ -71,9 +71,11 @@ class PendingProbe(NamedTuple):
 class Settler:
     """Settles the in-doubt calls one interceptor meets."""
 
-    def __init__(self, journal: Journal, calls: CallJournal) -> None:
+    def __init__(self, journal: Journal, calls: CallJournal, redact_args: bool = False) -> None:
+        """``redact_args``: --redact-args-in-journal; what a probe was asked is not journaled either."""
         self._journal = journal
         self._calls = calls
+        self._redact = redact_args
 
     def begin(self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled) -> Forward | Ask | Answer:
         """Start settling the call ``line`` met as ``unsettled``: probe it, send it again under its key, or refuse.
@@ -120,6 +122,7 @@ class Settler:
         """Record what ``finding`` proved and say what the waiting call gets; never raises for the journal."""
         record, claimed = pending.unsettled.record, pending.claimed
         by = f"probe {finding.probe}"
+        finding = finding._replace(redacted=self._redact)
         try:
             if finding.verdict is Verdict.HAPPENED:
                 outcome = probed_outcome(finding, record.workflow, record.seq)

@@ -394,17 +394,17 @@ class Interceptor:
         """Settle the call waiting for a probe; the lines for the client now (a forwarded call waits for flush)."""
         assert self._settler is not None
         waiting = self._in_flight.pop(request_key(pending.ident), None)
+        if waiting is None or waiting.cancelled:
+            # Nobody waits for this call any more: it must not be sent now, and what the probe said stays unused.
+            self._settler.conclude(pending, unanswered(pending.probe, pending.arguments, "the call was cancelled"))
+            return []
         if response is None:
             step = self._settler.conclude(pending, unanswered(pending.probe, pending.arguments, why))
         else:
             step = self._settler.answered(pending, response)
         if isinstance(step, Forward):
-            entry = InFlight(Track.TOOL_CALL, pending.ident, step.claimed)
-            entry.cancelled = waiting.cancelled if waiting is not None else False
-            self._in_flight[request_key(pending.ident)] = entry
+            self._in_flight[request_key(pending.ident)] = InFlight(Track.TOOL_CALL, pending.ident, step.claimed)
             self._held_up.append((step.line, None))
-            return []
-        if waiting is not None and waiting.cancelled:
             return []
         return [self._results.with_identity(step.line)]
 

@@ -43,15 +43,16 @@ class Client:
     servers_key: str
     hook: bool
     """Whether the client runs SessionStart hooks (Claude Code): then `init` adds `checkpoint brief --hook`."""
-    project_scoped: bool
-    """Whether the client finds the project by itself (its file lives in the project)."""
+    finds_journals: bool
+    """Whether a bare `checkpoint session` it starts finds the project and its journals by itself (Claude Code
+    sets ``CLAUDE_PROJECT_DIR``, and the session reads the journals from the project's ``.mcp.json``)."""
 
 
 CLIENTS: Final[dict[str, Client]] = {
-    CLAUDE_CODE: Client(CLAUDE_CODE, "mcpServers", hook=True, project_scoped=True),
-    CURSOR: Client(CURSOR, "mcpServers", hook=False, project_scoped=True),
-    VSCODE: Client(VSCODE, "servers", hook=False, project_scoped=True),
-    CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, project_scoped=False),
+    CLAUDE_CODE: Client(CLAUDE_CODE, "mcpServers", hook=True, finds_journals=True),
+    CURSOR: Client(CURSOR, "mcpServers", hook=False, finds_journals=False),
+    VSCODE: Client(VSCODE, "servers", hook=False, finds_journals=False),
+    CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False),
 }
 
 

@@ -118,7 +118,7 @@ def plan(request: Request) -> Plan:
         journals.append((journal, name))
     if not any(isinstance(e, dict) and wrap.is_session_server(e) for e in servers.values()):
         result.session = wrap.free_server_name(servers)
-        servers[result.session] = wrap.session_entry(wrapping, journals, project, finds_project=client.project_scoped)
+        servers[result.session] = wrap.session_entry(wrapping, journals, project, finds_project=client.finds_journals)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
     if document != loaded.value:

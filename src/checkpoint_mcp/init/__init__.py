@@ -3,7 +3,7 @@
 ``clients`` (where each client keeps its servers, and the shape of its file) · ``wrap`` (one entry rewritten to
 run through ``checkpoint``, the session server, the SessionStart hook) · ``files`` (reading, diffs, atomic
 writes, the kept originals and ``--undo``) · ``plan`` (the whole run: every file's new text decided before
-anything is written).
+anything is written) · ``command`` (the click command, which ``cli`` registers).
 
 This room reads and writes client configuration files only. It imports ``errors`` and, for the journals a
 session server should read, ``session.journals``; never a pump, a transport or the journal.

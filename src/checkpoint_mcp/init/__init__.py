@@ -6,5 +6,6 @@ writes, the kept originals and ``--undo``) · ``plan`` (the whole run: every fil
 anything is written) · ``command`` (the click command, which ``cli`` registers).
 
 This room reads and writes client configuration files only. It imports ``errors`` and, for the journals a
-session server should read, ``session.journals``; never a pump, a transport or the journal.
+session server should read, ``session.journals`` (and ``journal``'s default workflow name); never a pump, a
+transport or the interceptor.
 """

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from checkpoint_mcp.debug import trigger
 from checkpoint_mcp.errors import ClientConfigError, InitError
 
 RUNS_FOLDER: Final = os.path.join(".checkpoint", "init")
@@ -171,8 +172,10 @@ def apply(project: str, changes: Sequence[Change]) -> str:
             files.append(record)
         manifest = {"version": 1, "files": files, "created_folders": created}
         atomic_write(os.path.join(run, MANIFEST), json.dumps(manifest, indent=2).encode(), 0o600)
+        trigger("init.run_recorded")
         for change in changes:
             atomic_write(change.path, change.after, 0o600 if change.private and change.before is None else None)
+            trigger("init.file_written")
     except OSError as exc:
         raise InitError(
             f"writing {exc.filename or project} failed ({exc.strerror}); undo what was written with "
@@ -220,7 +223,7 @@ def undo(project: str) -> list[Restored]:
     try:
         for record, original in zip(files, originals, strict=True):
             path = record["path"]
-            kept = _put_aside(path, record["written"], os.path.basename(run))
+            kept = _put_aside(path, (record["written"], _digest(original or b"")), os.path.basename(run))
             if original is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
@@ -229,6 +232,7 @@ def undo(project: str) -> list[Restored]:
             else:
                 atomic_write(path, original, record.get("mode"))
                 done.append(Restored(path, "restored", kept))
+            trigger("init.file_restored")
         for folder in reversed(manifest.get("created_folders", [])):
             with contextlib.suppress(OSError):  # not empty any more: someone put files there; keep it
                 os.rmdir(folder)
@@ -251,13 +255,14 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def _put_aside(path: str, written: str, run_name: str) -> str | None:
-    """Copy a file that differs from what `init` wrote beside it, so undoing never loses an edit."""
+def _put_aside(path: str, known: tuple[str, str], run_name: str) -> str | None:
+    """Copy a file that is neither what `init` wrote nor the original (``known``: their digests) beside it, so
+    undoing never loses an edit made since (an undo cut short and run again finds originals: no copy)."""
     try:
         current = _read(path)
     except FileNotFoundError:
         return None
-    if _digest(current) == written:
+    if _digest(current) in known:
         return None
     aside = f"{path}.checkpoint-undo-{run_name}"
     atomic_write(aside, current, 0o600)

@@ -97,6 +97,7 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
     assert snapshot(project) == before
     assert folders(project) == dirs
     assert run_init("--undo", "--project", str(project)).returncode == 1
+    assert run_init("--undo", "--dry-run", "--project", str(project)).returncode == 2
 
 
 def test_dry_run_prints_the_diffs_and_writes_nothing(project: Path) -> None:

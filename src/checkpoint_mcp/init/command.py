@@ -67,6 +67,8 @@ def init(
 
     from checkpoint_mcp.init import files, plan, wrap
 
+    if undo and dry_run:
+        raise click.UsageError("--undo does not take --dry-run: it puts back exactly what the last init changed")
     try:
         if undo:
             for restored in files.undo(project):

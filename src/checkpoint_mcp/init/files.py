@@ -89,8 +89,6 @@ class Change:
     path: str
     before: bytes | None
     after: bytes
-    private: bool = False
-    """Written owner-only (0600) when new."""
 
 
 def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
@@ -174,7 +172,7 @@ def apply(project: str, changes: Sequence[Change]) -> str:
         atomic_write(os.path.join(run, MANIFEST), json.dumps(manifest, indent=2).encode(), 0o600)
         trigger("init.run_recorded")
         for change in changes:
-            atomic_write(change.path, change.after, 0o600 if change.private and change.before is None else None)
+            atomic_write(change.path, change.after)
             trigger("init.file_written")
     except OSError as exc:
         raise InitError(

@@ -56,6 +56,7 @@ def mcp_list(project: Path, env: dict[str, str]) -> dict[str, tuple[str, str]]:
     return found
 
 
+@pytest.mark.timeout(300)  # two health checks of five servers each, on a machine that may be busy
 def test_claude_code_connects_every_wrapped_server_as_it_did_before_init(
     tmp_path: Path, http_server: HttpServer
 ) -> None:

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import httpx2
@@ -144,6 +144,9 @@ class RemoteUpstream:
         self._legacy: LegacyStream | None = None
         self._closing = False
         self._ended = asyncio.Event()
+        self.trace_headers: Callable[[tuple[str, Any] | None], dict[str, str]] | None = None
+        """Telemetry on: the ``traceparent`` of a request's upstream exchange, by its ``id_key`` (a header, so the
+        request's bytes stay verbatim)."""
 
     # ---- the Upstream interface ------------------------------------------------------------------------------
 
@@ -428,6 +431,8 @@ class RemoteUpstream:
         if message.method != "initialize":
             headers.update(self._session_headers())
         headers.update(self._mcp.for_message(message))
+        if self.trace_headers is not None and message.key is not None:
+            headers.update(self.trace_headers(message.key))
         return headers
 
     def _session_headers(self) -> dict[str, str]:

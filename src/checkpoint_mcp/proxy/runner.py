@@ -13,6 +13,7 @@ from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.proxy.upstream import Upstream, spawn
+from checkpoint_mcp.telemetry import Peer, from_environ
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +53,32 @@ def run_proxy(config: ProxyConfig) -> int:
         upstream = _upstream(config)
         import asyncio
 
-        from checkpoint_mcp.proxy.interceptor import Interceptor
+        from checkpoint_mcp.intercept.traced import traced
         from checkpoint_mcp.proxy.relay import Relay
 
-        interceptor = Interceptor(config, journal, lineage)
+        # Imported only when the OTEL_* variables ask for it (after the child started: its start-up overlaps).
+        tracer = from_environ(os.environ)
+        stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
+        trace = tracer.session(peer(config, "pipe"), journaled=journal is not None, redact_args=config.redact_args)
+        if trace is not None and config.remote is not None:
+            from checkpoint_mcp.proxy.remote import RemoteUpstream
+
+            assert isinstance(upstream, RemoteUpstream)
+            upstream.trace_headers = trace.headers_for
+        interceptor = traced(trace, config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
         relay = Relay(upstream, interceptor, client_in, client_out)
         return asyncio.run(relay.run())
+
+
+def peer(config: ProxyConfig, client_transport: str) -> Peer:
+    """Who the proxy's client and upstream are, as the telemetry conventions name them."""
+    if config.remote is None:
+        return Peer(client_transport, "pipe")
+    from urllib.parse import urlsplit
+
+    url = urlsplit(config.remote.url)
+    return Peer(client_transport, "tcp", url.hostname, url.port or (443 if url.scheme == "https" else 80))
 
 
 def _upstream(config: ProxyConfig) -> Upstream:

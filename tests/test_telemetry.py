@@ -1,0 +1,261 @@
+"""Traces and metrics by the OpenTelemetry conventions for MCP, received by a real OTLP/HTTP receiver (``otlp.py``)
+from real `checkpoint` processes: span names and attributes, parentage client → proxy → upstream, what the journal
+decided, no argument bytes unless asked, and nothing at all (no import, no traffic) without the variables."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otlp import Receiver
+from support import ProxyProcess, server_cmd
+
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+SECRET = "s3cr3t-argument-bytes"
+
+
+@pytest.fixture
+def receiver() -> Any:
+    with Receiver() as started:
+        yield started
+
+
+def traced_call(proxy: ProxyProcess, seq: int, to: str = SECRET) -> dict[str, Any]:
+    params = {
+        "name": "send_email",
+        "arguments": {"to": to},
+        "_meta": {"checkpoint_seq": seq, "traceparent": TRACEPARENT},
+    }
+    return proxy.request("tools/call", params)
+
+
+def server_spans(spans: list[dict[str, Any]], name: str = "tools/call send_email") -> list[dict[str, Any]]:
+    return [span for span in spans if span["name"] == name and span["kind"] == "SERVER"]
+
+
+def children(spans: list[dict[str, Any]], parent: dict[str, Any]) -> list[dict[str, Any]]:
+    return [span for span in spans if span["parent"] == parent["span_id"]]
+
+
+def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_journal_decision(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    journal = str(tmp_path / "j.db")
+    env = receiver.env()
+    run = ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        journal,
+        "--workflow-id",
+        "wf",
+        env={**env, "EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+    )
+    with run:
+        run.initialize()
+        answer = traced_call(run, 1)
+        assert answer["result"]["_meta"]["checkpoint/journal"] == {"workflow": "wf", "seq": 1, "replayed": False}
+        # Over stdio the request goes up byte for byte: the upstream sees the client's own trace context.
+        echoed = run.request(
+            "tools/call", {"name": "echo_meta", "arguments": {}, "_meta": {"traceparent": TRACEPARENT}}
+        )
+        assert json.loads(echoed["result"]["content"][0]["text"])["_meta"]["traceparent"] == TRACEPARENT
+        assert run.close() == 0
+
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s)) == 1)
+    server = server_spans(spans)[0]
+    assert server["trace_id"] == CLIENT_TRACE
+    assert server["parent"] == CLIENT_SPAN
+    attributes = server["attributes"]
+    assert attributes["mcp.method.name"] == "tools/call"
+    assert attributes["gen_ai.tool.name"] == "send_email"
+    assert attributes["gen_ai.operation.name"] == "execute_tool"
+    assert attributes["jsonrpc.request.id"] == "1002"  # after initialize's
+    assert attributes["mcp.protocol.version"] == "2025-11-25"
+    assert attributes["network.transport"] == "pipe"
+    assert attributes["checkpoint.workflow"] == "wf"
+    assert attributes["checkpoint.seq"] == 1
+    assert attributes["checkpoint.decision"] == "run"
+    assert attributes["checkpoint.journal.commit.duration"] > 0
+    assert "error.type" not in attributes
+    assert server["resource"]["service.name"] == "checkpoint-under-test"
+    below = children(spans, server)
+    upstream = [span for span in below if span["kind"] == "CLIENT"]
+    assert [span["name"] for span in upstream] == ["tools/call send_email"]
+    assert upstream[0]["attributes"]["network.transport"] == "pipe"
+    commits = sorted((span for span in below if span["name"] == "checkpoint.journal.commit"), key=lambda s: s["start"])
+    assert [span["attributes"]["checkpoint.journal.write"] for span in commits] == ["reserve", "complete"]
+    # The PENDING row was durable before the upstream exchange began, the COMPLETED row before the answer left.
+    assert commits[0]["end"] <= upstream[0]["start"]
+    assert upstream[0]["end"] <= commits[1]["start"] <= server["end"]
+    assert any(span["name"] == "initialize" and span["kind"] == "SERVER" for span in spans)
+
+    # A replay: answered from the journal, no upstream exchange.
+    replay = ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        journal,
+        "--workflow-id",
+        "wf",
+        "--replay-from-start",
+        env={**env, "EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+    )
+    with replay:
+        replay.initialize()
+        assert traced_call(replay, 1)["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
+        assert replay.close() == 0
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s)) == 2)
+    replayed = server_spans(spans)[1]
+    assert replayed["attributes"]["checkpoint.decision"] == "replay"
+    assert replayed["attributes"]["checkpoint.seq"] == 1
+    assert not [span for span in children(spans, replayed) if span["kind"] == "CLIENT"]
+
+    # In doubt: the proxy dies after the PENDING commit; the next one refuses the call, and says so in its span.
+    crash = ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        journal,
+        "--workflow-id",
+        "wf",
+        env={
+            **env,
+            "EFFECTS_FILE": str(tmp_path / "effects.jsonl"),
+            "CHECKPOINT_DEBUG_TRIGGER": "after_pending_commit",
+        },
+    )
+    with crash:
+        crash.initialize()
+        crash.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "send_email", "arguments": {"to": "x"}, "_meta": {"checkpoint_seq": 5}},
+            }
+        )
+        assert crash.proc.wait(20) != 0
+    after = ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        journal,
+        "--workflow-id",
+        "wf",
+        env={**env, "EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
+    )
+    with after:
+        after.initialize()
+        refused = after.request(
+            "tools/call",
+            {
+                "name": "send_email",
+                "arguments": {"to": "x"},
+                "_meta": {"checkpoint_seq": 5, "traceparent": TRACEPARENT},
+            },
+        )
+        assert refused["error"]["code"] == -32080
+        assert after.close() == 0
+    spans = receiver.wait_for_spans(lambda s: any(x["attributes"].get("checkpoint.decision") == "in_doubt" for x in s))
+    in_doubt = next(x for x in spans if x["attributes"].get("checkpoint.decision") == "in_doubt")
+    assert in_doubt["name"] == "tools/call send_email"
+    assert in_doubt["attributes"]["error.type"] == "-32080"
+    assert in_doubt["attributes"]["rpc.response.status_code"] == "-32080"
+    assert in_doubt["attributes"]["checkpoint.seq"] == 5
+    assert in_doubt["status"] == 2  # ERROR
+    assert "in doubt" in in_doubt["status_message"]
+
+    # No argument bytes left the proxy in any export, by default.
+    assert not any(SECRET.encode() in body for body in receiver.raw)
+
+
+def test_the_conventions_duration_metrics_are_exported(tmp_path: Path, receiver: Receiver) -> None:
+    env = {**receiver.env(), "EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db")]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        traced_call(proxy, 1)
+        assert proxy.request("tools/call", {"name": "tool_error", "arguments": {}})["result"]["isError"] is True
+        assert proxy.close() == 0
+    deadline = time.monotonic() + 20
+    while not {"mcp.server.operation.duration", "mcp.client.operation.duration"} <= {
+        m["name"] for m in receiver.metrics
+    }:
+        assert time.monotonic() < deadline, receiver.metrics
+        time.sleep(0.05)
+    server = [m for m in receiver.metrics if m["name"] == "mcp.server.operation.duration"]
+    assert all(m["unit"] == "s" and m["kind"] == "histogram" for m in server)
+    assert server[0]["bounds"][:3] == [0.01, 0.02, 0.05]
+    calls = {
+        m["attributes"].get("gen_ai.tool.name"): m for m in server if m["attributes"]["mcp.method.name"] == "tools/call"
+    }
+    assert calls["send_email"]["attributes"]["checkpoint.decision"] == "run"
+    assert calls["tool_error"]["attributes"]["error.type"] == "tool_error"
+    client = [m for m in receiver.metrics if m["name"] == "mcp.client.operation.duration"]
+    assert any(m["attributes"].get("gen_ai.tool.name") == "send_email" for m in client)
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s, "tools/call tool_error")) == 1)
+    assert server_spans(spans, "tools/call tool_error")[0]["attributes"]["error.type"] == "tool_error"
+
+
+@pytest.mark.parametrize(("extra", "recorded"), [((), True), (("--redact-args-in-journal",), False)])
+def test_arguments_and_results_are_recorded_only_when_asked_and_never_under_redaction(
+    tmp_path: Path, receiver: Receiver, extra: tuple[str, ...], recorded: bool
+) -> None:
+    env = {**receiver.env(CHECKPOINT_OTEL_RECORD_CONTENT="1"), "EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db"), *extra]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        traced_call(proxy, 1)
+        assert proxy.close() == 0
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s)) == 1)
+    attributes = server_spans(spans)[0]["attributes"]
+    if recorded:
+        assert json.loads(attributes["gen_ai.tool.call.arguments"]) == {"to": SECRET}
+        assert SECRET in attributes["gen_ai.tool.call.result"]
+    else:
+        assert "gen_ai.tool.call.arguments" not in attributes
+        assert "gen_ai.tool.call.result" not in attributes
+        assert not any(SECRET.encode() in body for body in receiver.raw)
+
+
+def opentelemetry_imported(stderr: str) -> bool:
+    """Whether ``PYTHONPROFILEIMPORTTIME`` output names an OpenTelemetry module."""
+    return any("opentelemetry" in line for line in stderr.splitlines() if line.startswith("import time:"))
+
+
+@pytest.mark.parametrize(
+    ("variables", "exported"),
+    [
+        ({}, False),
+        ({"OTEL_SERVICE_NAME": "x", "OTEL_TRACES_SAMPLER": "always_on"}, False),
+        ("disabled", False),
+        ("endpoint", True),
+    ],
+)
+def test_without_an_endpoint_nothing_of_opentelemetry_is_imported_and_nothing_is_sent(
+    tmp_path: Path, receiver: Receiver, variables: Any, exported: bool
+) -> None:
+    if variables == "disabled":
+        variables = {**receiver.env(), "OTEL_SDK_DISABLED": "true"}
+    elif variables == "endpoint":
+        variables = receiver.env()
+    env = {"PYTHONPROFILEIMPORTTIME": "1", "EFFECTS_FILE": str(tmp_path / "effects.jsonl"), **variables}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db")]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        traced_call(proxy, 1)
+        assert proxy.close() == 0
+        stderr = proxy.stderr
+    assert opentelemetry_imported(stderr) is exported
+    if exported:
+        receiver.wait_for_spans(lambda s: len(server_spans(s)) == 1)
+    else:
+        time.sleep(0.3)  # what a batch processor would have sent by now (OTEL_BSP_SCHEDULE_DELAY=50)
+        assert receiver.requests == 0

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from httpservers import faults_server
 from otlp import Receiver
-from support import ProxyProcess, server_cmd
+from support import ProxyProcess, read_effects, server_cmd
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -259,3 +260,34 @@ def test_without_an_endpoint_nothing_of_opentelemetry_is_imported_and_nothing_is
     else:
         time.sleep(0.3)  # what a batch processor would have sent by now (OTEL_BSP_SCHEDULE_DELAY=50)
         assert receiver.requests == 0
+
+
+def test_over_http_the_upstream_gets_the_proxys_exchange_span_as_parent_in_a_traceparent_header(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    with faults_server(tmp_path) as server:
+        argv = ["--upstream-url", server.url, "--journal", str(tmp_path / "j.db"), "--workflow-id", "wf"]
+        with ProxyProcess(*argv, env=receiver.env()) as proxy:
+            proxy.initialize()
+            answer = traced_call(proxy, 1, to="ann")
+            assert answer["result"]["_meta"]["checkpoint/journal"]["replayed"] is False
+            assert proxy.close() == 0
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s)) == 1)
+    server_span = server_spans(spans)[0]
+    assert server_span["parent"] == CLIENT_SPAN
+    assert server_span["attributes"]["checkpoint.decision"] == "run"
+    exchange = [span for span in children(spans, server_span) if span["kind"] == "CLIENT"]
+    assert len(exchange) == 1
+    attributes = exchange[0]["attributes"]
+    assert attributes["server.address"] == "127.0.0.1"
+    assert attributes["server.port"] == server.port
+    assert attributes["network.transport"] == "tcp"
+    # client → proxy (SERVER) → proxy's exchange (CLIENT) → the upstream, which got that span as its parent.
+    effects = read_effects(tmp_path / "effects.jsonl")
+    received = [e for e in effects if e["event"] == "received" and e.get("tool") == "send_email"]
+    assert len(received) == 1
+    assert received[0]["traceparent"] == f"00-{CLIENT_TRACE}-{exchange[0]['span_id']}-01"
+    # ...while the request's own bytes went up verbatim, the client's _meta.traceparent included.
+    assert json.loads(received[0]["raw"])["params"]["_meta"]["traceparent"] == TRACEPARENT
+    initialize = next(e for e in read_effects(tmp_path / "effects.jsonl") if e.get("method") == "initialize")
+    assert initialize["traceparent"] is not None  # every request's exchange is traced, not only tools/call

@@ -135,6 +135,7 @@ class Server:
             mcp_method=headers.get("mcp-method"),
             mcp_name=headers.get("mcp-name"),
             version=headers.get("mcp-protocol-version"),
+            traceparent=headers.get("traceparent"),
         )
         if message.get("method") == "initialize":
             self.counter += 1

@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from checkpoint_mcp.config import ProxyConfig
+from checkpoint_mcp.intercept.calls import CallJournal
+from checkpoint_mcp.intercept.interceptor import ClientBatch, Flushed, Interceptor
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.proxy.calls import CallJournal
-from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.proxy.interceptor import ClientBatch, Flushed, Interceptor
 from checkpoint_mcp.telemetry import CallTrace
 
 

@@ -8,12 +8,13 @@ import sys
 from contextlib import ExitStack
 from typing import IO
 
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.proxy.upstream import Upstream, spawn
 from checkpoint_mcp.telemetry import Peer, from_environ
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def run_proxy(config: ProxyConfig) -> int:
         stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
         trace = tracer.session(peer(config, "pipe"), journaled=journal is not None, redact_args=config.redact_args)
         if trace is not None and config.remote is not None:
-            from checkpoint_mcp.proxy.remote import RemoteUpstream
+            from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
             assert isinstance(upstream, RemoteUpstream)
             upstream.trace_headers = trace.headers_for
@@ -89,7 +90,7 @@ def _upstream(config: ProxyConfig) -> Upstream:
         UsageError: a remote upstream's settings cannot work (a header names an unset variable, a bad CA file).
     """
     if config.remote is not None:
-        from checkpoint_mcp.proxy.remote import open_remote
+        from checkpoint_mcp.upstream.http.remote import open_remote
 
         return open_remote(config.remote, os.environ)
     assert config.upstream_cmd is not None
@@ -100,6 +101,6 @@ def _upstream(config: ProxyConfig) -> Upstream:
     except OSError as exc:
         raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
     logger.info("upstream started (pid %d): %s", process.pid, config.upstream_cmd)
-    from checkpoint_mcp.proxy.child import ChildUpstream
+    from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     return ChildUpstream(process)

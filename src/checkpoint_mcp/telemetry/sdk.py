@@ -1,4 +1,4 @@
-"""The OpenTelemetry SDK behind ``telemetry.py``: spans and metrics of MCP traffic, by the GenAI conventions for MCP.
+"""The OpenTelemetry SDK behind the ``telemetry`` seam: spans and metrics of MCP traffic, by the MCP conventions.
 
 Imported only when telemetry is on (``telemetry.from_environ``); everything here may import OpenTelemetry. The
 providers are this process's own (the global ones are left alone) and read the standard ``OTEL_*`` variables:

@@ -6,7 +6,7 @@ Off unless the operator turns it on with the standard ``OTEL_*`` environment var
 Off, this module imports nothing of OpenTelemetry and ``Telemetry.session`` returns None, so the pumps keep
 the plain interceptor: the hot path pays nothing at all.
 
-On, ``tracing.py`` (the SDK behind this seam, imported only then) builds the providers from the same variables
+On, ``sdk.py`` (the SDK behind this seam, imported only then) builds the providers from the same variables
 (``OTEL_SERVICE_NAME``, ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_PROPAGATORS`` …), and each pump gets a
 ``CallTrace`` that watches the lines crossing its interceptor:
 
@@ -104,7 +104,7 @@ def from_environ(environ: Mapping[str, str]) -> Telemetry:
     if not wanted(environ):
         return OFF
     try:
-        from checkpoint_mcp.tracing import SdkTelemetry
+        from checkpoint_mcp.telemetry.sdk import SdkTelemetry
     except ImportError as exc:
         logger.warning(
             "OTEL_* variables are set but OpenTelemetry is not installed (pip install 'checkpoint-mcp[otel]'); "

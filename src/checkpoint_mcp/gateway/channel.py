@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_mcp import debug
@@ -25,6 +25,7 @@ from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.interceptor import Interceptor, Join
 from checkpoint_mcp.intercept.messages import internal_error_replies
+from checkpoint_mcp.intercept.traced import TracedInterceptor
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import (
     Kind,
@@ -135,8 +136,11 @@ class Channel:
 
     # ---- downstream -> upstream ---------------------------------------------------------------------------
 
-    def submit(self, message: Message, line: bytes, stream: Stream | None) -> None:
-        """Route one message from a client; a request's answer (and related messages) go to ``stream``."""
+    def submit(
+        self, message: Message, line: bytes, stream: Stream | None, carrier: Mapping[str, str] | None = None
+    ) -> None:
+        """Route one message from a client; a request's answer (and related messages) go to ``stream``.
+        ``carrier``: the HTTP request's trace-context headers (telemetry on)."""
         self.last_active = time.monotonic()
         if self.closed.is_set():
             if stream is not None and message.kind is Kind.REQUEST:
@@ -147,6 +151,8 @@ class Channel:
             line = self._register(message, line, stream)
         elif message.kind is Kind.NOTIFICATION and message.method == "notifications/cancelled":
             line = self._cancelled_upstream_id(message, line)
+        if carrier and isinstance(self._interceptor, TracedInterceptor):
+            self._interceptor.transport_context(carrier)
         self._route([line])
 
     def _register(self, message: Message, line: bytes, stream: Stream) -> bytes:
@@ -233,6 +239,8 @@ class Channel:
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self.closed.is_set():
+                    if isinstance(self._interceptor, TracedInterceptor):
+                        self._interceptor.trace.to_client([join.refusal])
                     self._deliver([join.refusal])
                     return
                 # Woken by any commit of this process or (LISTEN/NOTIFY) of another replica; a second's poll

@@ -12,7 +12,7 @@ from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.telemetry import Peer, from_environ
+from checkpoint_mcp.telemetry import from_environ, peer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
 
@@ -60,7 +60,8 @@ def run_proxy(config: ProxyConfig) -> int:
         # Imported only when the OTEL_* variables ask for it (after the child started: its start-up overlaps).
         tracer = from_environ(os.environ)
         stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
-        trace = tracer.session(peer(config, "pipe"), journaled=journal is not None, redact_args=config.redact_args)
+        url = config.remote.url if config.remote is not None else None
+        trace = tracer.session(peer("pipe", url), journaled=journal is not None, redact_args=config.redact_args)
         if trace is not None and config.remote is not None:
             from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
@@ -70,16 +71,6 @@ def run_proxy(config: ProxyConfig) -> int:
         client_in, client_out = _wire_streams(stack)
         relay = Relay(upstream, interceptor, client_in, client_out)
         return asyncio.run(relay.run())
-
-
-def peer(config: ProxyConfig, client_transport: str) -> Peer:
-    """Who the proxy's client and upstream are, as the telemetry conventions name them."""
-    if config.remote is None:
-        return Peer(client_transport, "pipe")
-    from urllib.parse import urlsplit
-
-    url = urlsplit(config.remote.url)
-    return Peer(client_transport, "tcp", url.hostname, url.port or (443 if url.scheme == "https" else 80))
 
 
 def _upstream(config: ProxyConfig) -> Upstream:

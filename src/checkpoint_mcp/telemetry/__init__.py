@@ -50,6 +50,17 @@ class Peer(NamedTuple):
     server_port: int | None = None
 
 
+def peer(client_transport: str, upstream_url: str | None) -> Peer:
+    """Who a pump's client and upstream are: ``client_transport`` (``pipe`` or ``tcp``), and the upstream's URL
+    for ``--upstream-url`` (None: a child over stdio)."""
+    if upstream_url is None:
+        return Peer(client_transport, "pipe")
+    from urllib.parse import urlsplit
+
+    url = urlsplit(upstream_url)
+    return Peer(client_transport, "tcp", url.hostname, url.port or (443 if url.scheme == "https" else 80))
+
+
 class CallTrace(Protocol):
     """What one interceptor's traffic tells the tracer (all called on the event loop, never concurrently).
 

@@ -1,10 +1,10 @@
 """Traces and metrics by the OpenTelemetry conventions for MCP: the one seam between Checkpoint and OpenTelemetry.
 
 Off unless the operator turns it on with the standard ``OTEL_*`` environment variables (an OTLP endpoint:
-``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``/``…_METRICS_ENDPOINT``;
-``OTEL_SDK_DISABLED=true`` turns it off again) *and* the optional extra ``checkpoint-mcp[otel]`` is installed.
-Off, this module imports nothing of OpenTelemetry and ``Telemetry.session`` returns None, so the pumps keep
-the plain interceptor: the hot path pays nothing at all.
+``OTEL_EXPORTER_OTLP_ENDPOINT``, or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``/``…_METRICS_ENDPOINT`` for one signal;
+``OTEL_TRACES_EXPORTER=none``/``OTEL_METRICS_EXPORTER=none`` drop one, ``OTEL_SDK_DISABLED=true`` both) *and*
+the optional extra ``checkpoint-mcp[otel]`` is installed. Off, this package imports nothing of OpenTelemetry and
+``Telemetry.session`` returns None, so the pumps keep the plain interceptor: the hot path pays nothing at all.
 
 On, ``sdk.py`` (the SDK behind this seam, imported only then) builds the providers from the same variables
 (``OTEL_SERVICE_NAME``, ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``, ``OTEL_PROPAGATORS`` …), and each pump gets a
@@ -34,11 +34,6 @@ logger = logging.getLogger(__name__)
 
 RECORD_CONTENT_VARIABLE = "CHECKPOINT_OTEL_RECORD_CONTENT"
 """Set to ``1`` to record tool arguments and results in spans (opt-in; ignored under --redact-args-in-journal)."""
-ENDPOINT_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-)
 
 
 class Peer(NamedTuple):
@@ -102,17 +97,26 @@ class Telemetry:
 OFF = Telemetry()
 
 
-def wanted(environ: Mapping[str, str]) -> bool:
-    """Whether the environment asks for telemetry (an OTLP endpoint is set and the SDK is not disabled)."""
+def wanted(environ: Mapping[str, str]) -> tuple[bool, bool]:
+    """Whether the environment asks for traces, and for metrics: an OTLP endpoint for them is set (the common one
+    or their own), their ``OTEL_*_EXPORTER`` is not ``none``, and ``OTEL_SDK_DISABLED`` is not ``true``."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return any(environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+        return False, False
+    common = bool(environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip())
+
+    def asked(signal: str) -> bool:
+        exporter = environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower()
+        endpoint = common or bool(environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip())
+        return endpoint and exporter != "none"
+
+    return asked("TRACES"), asked("METRICS")
 
 
 def from_environ(environ: Mapping[str, str]) -> Telemetry:
     """The telemetry the ``OTEL_*`` variables of ``environ`` ask for: ``OFF`` unless they name an endpoint and
     the ``otel`` extra is installed (then the SDK is imported, and only then)."""
-    if not wanted(environ):
+    traces, metrics = wanted(environ)
+    if not (traces or metrics):
         return OFF
     try:
         from checkpoint_mcp.telemetry.sdk import SdkTelemetry
@@ -124,4 +128,4 @@ def from_environ(environ: Mapping[str, str]) -> Telemetry:
         )
         return OFF
     record = environ.get(RECORD_CONTENT_VARIABLE, "").strip().lower() in ("1", "true", "yes")
-    return SdkTelemetry(record_content=record)
+    return SdkTelemetry(traces=traces, metrics=metrics, record_content=record)

@@ -60,14 +60,15 @@ class SdkTelemetry(Telemetry):
 
     enabled = True
 
-    def __init__(self, *, record_content: bool = False) -> None:
+    def __init__(self, *, traces: bool = True, metrics: bool = True, record_content: bool = False) -> None:
         resource = Resource.create()
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": "checkpoint"}))
         self._tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self._tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-        self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
+        if traces:
+            self._tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        readers = [PeriodicExportingMetricReader(OTLPMetricExporter())] if metrics else []
+        self._meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
         self.tracer = self._tracer_provider.get_tracer(INSTRUMENTATION)
         meter = self._meter_provider.get_meter(INSTRUMENTATION)
         self.server_duration = meter.create_histogram(

@@ -5,11 +5,14 @@ decided, no argument bytes unless asked, and nothing at all (no import, no traff
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from checkpoint_mcp import telemetry
 
 from httpservers import faults_server
 from otlp import Receiver
@@ -291,3 +294,33 @@ def test_over_http_the_upstream_gets_the_proxys_exchange_span_as_parent_in_a_tra
     assert json.loads(received[0]["raw"])["params"]["_meta"]["traceparent"] == TRACEPARENT
     initialize = next(e for e in read_effects(tmp_path / "effects.jsonl") if e.get("method") == "initialize")
     assert initialize["traceparent"] is not None  # every request's exchange is traced, not only tools/call
+
+
+@pytest.mark.parametrize(
+    ("environ", "signals"),
+    [
+        ({}, (False, False)),
+        ({"OTEL_SERVICE_NAME": "x", "OTEL_TRACES_SAMPLER": "always_on"}, (False, False)),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, (True, True)),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "TRUE"}, (False, False)),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "none"}, (True, False)),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, (True, False)),
+        ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, (False, True)),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": " "}, (False, False)),
+    ],
+)
+def test_which_signals_the_otel_variables_ask_for(environ: dict[str, str], signals: tuple[bool, bool]) -> None:
+    assert telemetry.wanted(environ) == signals
+
+
+def test_a_collector_that_is_down_neither_fails_calls_nor_holds_the_exit_up(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{closed}", "EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db")]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        assert traced_call(proxy, 1)["result"]["_meta"]["checkpoint/journal"]["replayed"] is False
+        assert proxy.close(timeout=12) == 0  # the SDK alone would retry for up to 30 s
+        assert "the collector did not take the last spans within 3s" in proxy.stderr

@@ -15,6 +15,8 @@ whether it was replayed; a refusal's error code and ``data`` say why and where.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +37,8 @@ from checkpoint_mcp.telemetry import CallTrace, Peer, Telemetry
 from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, dumps, id_key
 
 INSTRUMENTATION = "checkpoint_mcp"
+SHUTDOWN_SECONDS = 3.0  # at exit: how long the last export may take (the SDK's own default would be 30 s)
+logger = logging.getLogger(__name__)
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)  # the conventions' advice
 JOURNAL_META = "checkpoint/journal"
 COMMIT_SPAN = "checkpoint.journal.commit"
@@ -90,7 +94,15 @@ class SdkTelemetry(Telemetry):
         return LineTrace(self, peer, record_content=self.record_content and not redact_args, journaled=journaled)
 
     def shutdown(self) -> None:
-        """Export every span and metric still buffered, then stop."""
+        """Export every span and metric still buffered, then stop; a collector that does not take them within
+        ``SHUTDOWN_SECONDS`` (down, or retrying) does not hold the process up: what is left is dropped."""
+        worker = threading.Thread(target=self._shutdown, name="checkpoint-telemetry-shutdown", daemon=True)
+        worker.start()
+        worker.join(SHUTDOWN_SECONDS)
+        if worker.is_alive():
+            logger.warning("telemetry: the collector did not take the last spans within %gs; dropped", SHUTDOWN_SECONDS)
+
+    def _shutdown(self) -> None:
         self._tracer_provider.shutdown()
         self._meter_provider.shutdown()
 

@@ -241,7 +241,7 @@ class LineTrace:
             client.set_attribute("error.type", error_type)
             if "rpc.response.status_code" in outcome:
                 client.set_attribute("rpc.response.status_code", outcome["rpc.response.status_code"])
-            client.set_status(Status(StatusCode.ERROR, outcome.get("message")))
+            client.set_status(Status(StatusCode.ERROR, self._description(outcome)))
         client.end()
         attributes = {**call.attributes, "network.transport": self._peer.upstream_transport}
         if self._peer.server_address is not None:
@@ -291,7 +291,7 @@ class LineTrace:
             span.set_attribute("error.type", error_type)
             if "rpc.response.status_code" in outcome:
                 span.set_attribute("rpc.response.status_code", outcome["rpc.response.status_code"])
-            span.set_status(Status(StatusCode.ERROR, outcome.get("message")))
+            span.set_status(Status(StatusCode.ERROR, self._description(outcome)))
         if self._record_content and call.attributes["mcp.method.name"] == "tools/call" and "result" in body:
             span.set_attribute("gen_ai.tool.call.result", dumps(body["result"]))
         span.end()
@@ -301,6 +301,19 @@ class LineTrace:
         if decision is not None:
             attributes["checkpoint.decision"] = decision
         self._telemetry.server_duration.record(time.perf_counter() - call.started, attributes)
+
+    def _description(self, outcome: dict[str, Any]) -> str:
+        """The error status's description: the JSON-RPC error's message only where content may be recorded (a
+        divergence's message shows the arguments; an upstream's may quote them), else the code's name."""
+        message = outcome.get("message")
+        if self._record_content and isinstance(message, str):
+            return message
+        code = outcome.get("code")
+        if isinstance(code, int) and code in errors.ERROR_CODES:
+            return errors.ERROR_CODES[code][0]
+        if outcome.get("error.type") == "tool_error":
+            return "tool error (isError)"
+        return f"JSON-RPC error {code}" if isinstance(code, int) else "error"
 
     def _commit_span(self, call: _Call, commit: tuple[int, int], what: str) -> None:
         start, end = commit
@@ -354,7 +367,7 @@ def _outcome(body: dict[str, Any]) -> dict[str, Any]:
         return {"error.type": "_OTHER", "message": None}
     result = body.get("result")
     if isinstance(result, dict) and result.get("isError") is True:
-        return {"error.type": "tool_error", "message": "the tool reported an error (isError)"}
+        return {"error.type": "tool_error"}
     return {}
 
 

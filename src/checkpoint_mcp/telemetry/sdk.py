@@ -151,8 +151,8 @@ class LineTrace:
     def _start(self, key: tuple[str, Any], message: Message, carrier: Mapping[str, str] | None) -> None:
         method = message.method or ""
         params = message.params if isinstance(message.params, dict) else {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-        assert isinstance(meta, dict)
+        found = params.get("_meta")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
         if method == "initialize" and isinstance(params.get("protocolVersion"), str):
             self._protocol = params["protocolVersion"]
         version = meta.get(PROTOCOL_VERSION_META)
@@ -236,12 +236,7 @@ class LineTrace:
     def _end_client(self, call: _Call, outcome: dict[str, Any]) -> None:
         client = call.client
         assert client is not None
-        error_type = outcome.get("error.type")
-        if error_type is not None:
-            client.set_attribute("error.type", error_type)
-            if "rpc.response.status_code" in outcome:
-                client.set_attribute("rpc.response.status_code", outcome["rpc.response.status_code"])
-            client.set_status(Status(StatusCode.ERROR, self._description(outcome)))
+        error_type = self._mark_error(client, outcome)
         client.end()
         attributes = {**call.attributes, "network.transport": self._peer.upstream_transport}
         if self._peer.server_address is not None:
@@ -262,16 +257,17 @@ class LineTrace:
             if message is None or message.kind is not Kind.RESPONSE:
                 continue
             key = id_key(message.id)
-            call = self._calls.get(key) if key is not None else None
-            if call is None or _duplicate_refusal(message.body):
+            if key is None or key not in self._calls or _duplicate_refusal(message.body):
                 continue
-            del self._calls[key]  # type: ignore[arg-type]
+            call = self._calls.pop(key)
             if commit is not None:
                 self._commit_span(call, commit, "complete")
             self._end_server(call, message.body)
 
     def _end_server(self, call: _Call, body: dict[str, Any]) -> None:
         outcome = _outcome(body)
+        if call.attributes["mcp.method.name"] == "initialize":
+            self._learn_version(call, body.get("result"))
         if call.client is not None:  # answered without the upstream's answer (it died, or the exchange broke)
             self._end_client(call, outcome)
         span = call.server
@@ -286,12 +282,7 @@ class LineTrace:
                 span.set_attribute(f"checkpoint.{name}", journal[name])
         if call.commit_ns:
             span.set_attribute("checkpoint.journal.commit.duration", call.commit_ns / 1e9)
-        error_type = outcome.get("error.type")
-        if error_type is not None:
-            span.set_attribute("error.type", error_type)
-            if "rpc.response.status_code" in outcome:
-                span.set_attribute("rpc.response.status_code", outcome["rpc.response.status_code"])
-            span.set_status(Status(StatusCode.ERROR, self._description(outcome)))
+        error_type = self._mark_error(span, outcome)
         if self._record_content and call.attributes["mcp.method.name"] == "tools/call" and "result" in body:
             span.set_attribute("gen_ai.tool.call.result", dumps(body["result"]))
         span.end()
@@ -301,6 +292,23 @@ class LineTrace:
         if decision is not None:
             attributes["checkpoint.decision"] = decision
         self._telemetry.server_duration.record(time.perf_counter() - call.started, attributes)
+
+    def _learn_version(self, call: _Call, result: Any) -> None:
+        """The protocol version the server chose in ``initialize``: for this span and every later one."""
+        negotiated = result.get("protocolVersion") if isinstance(result, dict) else None
+        if isinstance(negotiated, str):
+            self._protocol = call.attributes["mcp.protocol.version"] = negotiated
+            call.server.set_attribute("mcp.protocol.version", negotiated)
+
+    def _mark_error(self, span: Span, outcome: dict[str, Any]) -> str | None:
+        """``error.type``, the status code and an ERROR status on ``span`` if the outcome is an error; its type."""
+        error_type = outcome.get("error.type")
+        if error_type is not None:
+            span.set_attribute("error.type", error_type)
+            if "rpc.response.status_code" in outcome:
+                span.set_attribute("rpc.response.status_code", outcome["rpc.response.status_code"])
+            span.set_status(Status(StatusCode.ERROR, self._description(outcome)))
+        return error_type if isinstance(error_type, str) else None
 
     def _description(self, outcome: dict[str, Any]) -> str:
         """The error status's description: the JSON-RPC error's message only where content may be recorded (a

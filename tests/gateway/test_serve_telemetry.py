@@ -59,3 +59,14 @@ def test_served_requests_continue_the_http_traceparent_or_the_meta_one_and_say_w
     assert replay["attributes"]["checkpoint.decision"] == "replay"
     assert replay["links"] == []
     assert not [s for s in spans if s["parent"] == replay["span_id"] and s["kind"] == "CLIENT"]
+
+
+def test_without_the_variables_the_gateway_imports_nothing_of_opentelemetry(tmp_path: Path) -> None:
+    env = {"PYTHONPROFILEIMPORTTIME": "1", "OTEL_SERVICE_NAME": "x"}
+    with effects_gateway(tmp_path, "--journal", str(tmp_path / "j.db"), env=env) as gateway:
+        call = modern_call(1, "send_email", {"to": "ann"}, checkpoint_seq=1)
+        assert request(gateway.port, "POST", body=call, headers=MODERN).message()["result"]
+        assert gateway.terminate() == 128 + 15
+        imports = [line for line in gateway.stderr.splitlines() if line.startswith("import time:")]
+    assert any("checkpoint_mcp.gateway" in line for line in imports)  # the check sees the imports
+    assert not [line for line in imports if "opentelemetry" in line]

@@ -431,9 +431,14 @@ class RemoteUpstream:
         if message.method != "initialize":
             headers.update(self._session_headers())
         headers.update(self._mcp.for_message(message))
-        if self.trace_headers is not None and message.key is not None:
-            headers.update(self.trace_headers(message.key))
+        headers.update(self.trace_context(message))
         return headers
+
+    def trace_context(self, message: OutgoingMessage) -> dict[str, str]:
+        """The ``traceparent`` naming the proxy's span for this request's exchange (telemetry on), else nothing."""
+        if self.trace_headers is None or message.key is None:
+            return {}
+        return self.trace_headers(message.key)
 
     def _session_headers(self) -> dict[str, str]:
         headers = self._mcp.version_header()

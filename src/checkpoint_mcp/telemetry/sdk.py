@@ -199,7 +199,7 @@ class LineTrace:
             call = self._call_of(line, Kind.REQUEST)
             if call is None or call.client is not None:
                 continue
-            if commit is not None:
+            if commit is not None and self._journaled_call(call):
                 self._commit_span(call, commit, "reserve")
             call.forwarded = True
             name = _span_name(call)
@@ -260,7 +260,7 @@ class LineTrace:
             if key is None or key not in self._calls or _duplicate_refusal(message.body):
                 continue
             call = self._calls.pop(key)
-            if commit is not None:
+            if commit is not None and call.forwarded and self._journaled_call(call):
                 self._commit_span(call, commit, "complete")
             self._end_server(call, message.body)
 
@@ -292,6 +292,11 @@ class LineTrace:
         if decision is not None:
             attributes["checkpoint.decision"] = decision
         self._telemetry.server_duration.record(time.perf_counter() - call.started, attributes)
+
+    def _journaled_call(self, call: _Call) -> bool:
+        """A tools/call of a journaling pump: the commit its line waited for held its own row (a request of another
+        method behind it waits too, but nothing of its own was written)."""
+        return self._journaled and call.attributes["mcp.method.name"] == "tools/call"
 
     def _learn_version(self, call: _Call, result: Any) -> None:
         """The protocol version the server chose in ``initialize``: for this span and every later one."""

@@ -330,3 +330,23 @@ def test_a_collector_that_is_down_neither_fails_calls_nor_holds_the_exit_up(tmp_
         assert traced_call(proxy, 1)["result"]["_meta"]["checkpoint/journal"]["replayed"] is False
         assert proxy.close(timeout=12) == 0  # the SDK alone would retry for up to 30 s
         assert "the collector did not take the last spans within 3s" in proxy.stderr
+
+
+def test_a_call_whose_upstream_dies_ends_both_its_spans_with_the_error_and_they_are_still_exported(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    env = {**receiver.env(), "EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db")]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        died = proxy.request("tools/call", {"name": "die", "arguments": {"code": 3}})
+        assert died["error"]["code"] == -32083
+        assert proxy.wait() == 1
+    spans = receiver.wait_for_spans(lambda s: len(server_spans(s, "tools/call die")) == 1)
+    server = server_spans(spans, "tools/call die")[0]
+    assert server["attributes"]["error.type"] == "-32083"
+    assert server["attributes"]["checkpoint.decision"] == "run"  # it went upstream: in doubt now, never re-run
+    exchange = [span for span in children(spans, server) if span["kind"] == "CLIENT"]
+    assert len(exchange) == 1
+    assert exchange[0]["attributes"]["error.type"] == "-32083"
+    assert exchange[0]["status"] == 2

@@ -41,6 +41,8 @@ SHUTDOWN_SECONDS = 3.0  # at exit: how long the last export may take (the SDK's 
 logger = logging.getLogger(__name__)
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)  # the conventions' advice
 JOURNAL_META = "checkpoint/journal"
+REPEAT_OF = "repeatOf"  # in JOURNAL_META: a repeat caught by a tool policy, answered with the original's result
+SETTLED_META = "checkpoint/settled"  # an in-doubt call settled by a tool policy's probe
 COMMIT_SPAN = "checkpoint.journal.commit"
 NAMED_TARGETS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -389,10 +391,17 @@ def _journal_facts(body: dict[str, Any]) -> dict[str, Any]:
     result = body.get("result")
     if isinstance(result, dict):
         meta = result.get("_meta")
-        facts = meta.get(JOURNAL_META) if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            return {}
+        facts = meta.get(JOURNAL_META)
+        found = {}
         if isinstance(facts, dict):
-            return {k: v for k, v in facts.items() if k in ("workflow", "seq", "replayed") and v is not None}
-        return {}
+            found = {
+                k: v for k, v in facts.items() if k in ("workflow", "seq", "replayed", REPEAT_OF) and v is not None
+            }
+        if SETTLED_META in meta:
+            found["settled"] = True
+        return found
     error = body.get("error")
     data = error.get("data") if isinstance(error, dict) else None
     if isinstance(data, dict):
@@ -400,10 +409,17 @@ def _journal_facts(body: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def decision_of(body: dict[str, Any], forwarded: bool) -> str | None:
+    """What the journal decided for a journaled tools/call, read off the answer the client got (``body``) and
+    whether the call went upstream: run, replay, repeat, settled, or why it was refused (``DECISION_BY_CODE``);
+    None for a call answered without the journal (a read-only tool under --trust-annotations)."""
+    return _decision(_journal_facts(body), _outcome(body), forwarded)
+
+
 def _decision(journal: dict[str, Any], outcome: dict[str, Any], forwarded: bool) -> str | None:
-    """run, replay, or why it was refused; None for a call that was never journaled."""
-    if "replayed" in journal:
-        return "replay" if journal["replayed"] is True else "run"
+    marked = _marked(journal)
+    if marked is not None:
+        return marked
     code = outcome.get("code")
     if isinstance(code, int) and code in DECISION_BY_CODE:
         return DECISION_BY_CODE[code]
@@ -413,6 +429,17 @@ def _decision(journal: dict[str, Any], outcome: dict[str, Any], forwarded: bool)
     if "code" in outcome:
         data = outcome.get("data")
         return "refused" if isinstance(data, dict) and "reason" in data else "replay"
+    return None
+
+
+def _marked(journal: dict[str, Any]) -> str | None:
+    """The decision a result's own ``_meta`` marks state: settled by a probe, a caught repeat, a replay or a run."""
+    if "settled" in journal:
+        return "settled"
+    if REPEAT_OF in journal:
+        return "repeat"
+    if "replayed" in journal:
+        return "replay" if journal["replayed"] is True else "run"
     return None
 
 

@@ -22,6 +22,10 @@ On, ``sdk.py`` (the SDK behind this seam, imported only then) builds the provide
 
 Tool arguments and results are recorded only when ``CHECKPOINT_OTEL_RECORD_CONTENT=1``, and never under
 ``--redact-args-in-journal``.
+
+May import: the standard library here; ``wire``, ``errors`` and OpenTelemetry in ``sdk.py`` only. Used by the
+interceptor (``intercept/traced.py``), the pumps (``proxy/``, ``gateway/``) and, through a callback they hand it,
+the HTTP upstream; it imports none of them.
 """
 
 from __future__ import annotations

@@ -98,7 +98,9 @@ def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_j
     # The PENDING row was durable before the upstream exchange began, the COMPLETED row before the answer left.
     assert commits[0]["end"] <= upstream[0]["start"]
     assert upstream[0]["end"] <= commits[1]["start"] <= server["end"]
-    assert any(span["name"] == "initialize" and span["kind"] == "SERVER" for span in spans)
+    opened = next(span for span in spans if span["name"] == "initialize" and span["kind"] == "SERVER")
+    assert opened["parent"] is None  # no trace context in the request: a root span of its own trace
+    assert opened["trace_id"] != CLIENT_TRACE
 
     # A replay: answered from the journal, no upstream exchange.
     replay = ProxyProcess(

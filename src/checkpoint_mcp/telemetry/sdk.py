@@ -176,16 +176,17 @@ class LineTrace:
         span = self._tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links)
         self._calls[key] = _Call(span, metric)
 
-    def _parent(self, meta: dict[str, Any], carrier: Mapping[str, str] | None) -> tuple[Context | None, list[Link]]:
-        """The request's ``_meta`` trace context as parent (SEP-414), else the HTTP headers'; the HTTP context
-        is linked when both are there (the conventions: MCP and transport contexts are independent)."""
+    def _parent(self, meta: dict[str, Any], carrier: Mapping[str, str] | None) -> tuple[Context, list[Link]]:
+        """The request's ``_meta`` trace context as parent (SEP-414), else the HTTP headers', else none (a root:
+        never whatever context the event loop happens to hold); the HTTP context is linked when both are there
+        (the conventions: MCP and transport contexts are independent)."""
         in_meta = {
             k: v for k, v in meta.items() if k in ("traceparent", "tracestate", "baggage") and isinstance(v, str)
         }
         from_meta = self._propagator.extract(in_meta) if "traceparent" in in_meta else None
         from_http = self._propagator.extract(dict(carrier)) if carrier else None
         if from_meta is None:
-            return from_http, []
+            return from_http if from_http is not None else Context(), []
         links: list[Link] = []
         if from_http is not None:
             linked = trace.get_current_span(from_http).get_span_context()

@@ -107,6 +107,7 @@ class Receiver:
                                 "trace_id": span.trace_id.hex(),
                                 "span_id": span.span_id.hex(),
                                 "parent": span.parent_span_id.hex() or None,
+                                "trace_state": span.trace_state,
                                 "attributes": _attributes(span.attributes),
                                 "status": span.status.code,
                                 "status_message": span.status.message,

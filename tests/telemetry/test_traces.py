@@ -21,6 +21,7 @@ from support import ProxyProcess, read_effects, server_cmd
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+TRACESTATE = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"
 SECRET = "s3cr3t-argument-bytes"
 
 
@@ -34,7 +35,7 @@ def traced_call(proxy: ProxyProcess, seq: int, to: str = SECRET) -> dict[str, An
     params = {
         "name": "send_email",
         "arguments": {"to": to},
-        "_meta": {"checkpoint_seq": seq, "traceparent": TRACEPARENT},
+        "_meta": {"checkpoint_seq": seq, "traceparent": TRACEPARENT, "tracestate": TRACESTATE},
     }
     return proxy.request("tools/call", params)
 
@@ -76,6 +77,7 @@ def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_j
     server = server_spans(spans)[0]
     assert server["trace_id"] == CLIENT_TRACE
     assert server["parent"] == CLIENT_SPAN
+    assert server["trace_state"] == TRACESTATE  # the vendors' entries travel on with the trace
     attributes = server["attributes"]
     assert attributes["mcp.method.name"] == "tools/call"
     assert attributes["gen_ai.tool.name"] == "send_email"

@@ -16,7 +16,7 @@ from checkpoint_mcp import telemetry
 
 from httpservers import faults_server
 from otlp import Receiver
-from support import ProxyProcess, read_effects, server_cmd
+from support import ProxyProcess, read_effects, server_cmd, wait_until
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -354,3 +354,20 @@ def test_a_call_whose_upstream_dies_ends_both_its_spans_with_the_error_and_they_
     assert len(exchange) == 1
     assert exchange[0]["attributes"]["error.type"] == "-32083"
     assert exchange[0]["status"] == 2
+
+
+def test_a_cancelled_request_ends_its_spans_as_cancelled(tmp_path: Path, receiver: Receiver) -> None:
+    env = {**receiver.env(), "EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(tmp_path / "j.db")]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        proxy.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
+        wait_until(lambda: read_effects(tmp_path / "effects.jsonl"), what="the upstream got the call")
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        spans = receiver.wait_for_spans(lambda s: len(server_spans(s, "tools/call hang")) == 1)
+        server = server_spans(spans, "tools/call hang")[0]
+        assert server["attributes"]["error.type"] == "cancelled"
+        assert server["status_message"] == "cancelled by the client"
+        exchange = [span for span in children(spans, server) if span["kind"] == "CLIENT"]
+        assert [span["attributes"]["error.type"] for span in exchange] == ["cancelled"]
+        proxy.proc.kill()

@@ -194,11 +194,10 @@ class Channel:
             if waiting.stream is stream and key in self._joining:
                 self._joining.pop(key).cancel()  # it was only waiting for another call: nothing ran
                 del self._waiting[key]
+                if isinstance(self._interceptor, TracedInterceptor):
+                    self._interceptor.trace.from_client([_cancel_notice(key[1], reason)])
             elif waiting.stream is stream and key is not None:
-                notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
-                params = dumps({"requestId": key[1], "reason": reason})
-                line = set_member(notice, ("params",), params).encode() + b"\n"
-                self._route([line])
+                self._route([_cancel_notice(key[1], reason)])
                 # Nobody reads its answer any more; if one still comes, the interceptor journals it all the same.
                 self._waiting.pop(key, None)
                 self._forget(key[1], waiting)
@@ -417,3 +416,9 @@ class Channel:
     def kill(self) -> None:
         """End the upstream at once (the gateway is going down hard)."""
         self._upstream.kill()
+
+
+def _cancel_notice(ident: Any, reason: str) -> bytes:
+    """A ``notifications/cancelled`` line for the request ``ident``."""
+    notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
+    return set_member(notice, ("params",), dumps({"requestId": ident, "reason": reason})).encode() + b"\n"

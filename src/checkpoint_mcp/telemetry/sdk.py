@@ -140,15 +140,25 @@ class LineTrace:
     # ---- requests in ----------------------------------------------------------------------------------------
 
     def from_client(self, lines: list[bytes], carrier: Mapping[str, str] | None = None) -> None:
-        """Open a SERVER span for each request among ``lines``."""
+        """Open a SERVER span for each request among ``lines``; end the spans of the requests they cancel."""
         for line in lines:
             message = _parsed(line)
+            if message is not None and message.method == "notifications/cancelled":
+                self._cancelled(message.params)
             if message is None or message.kind is not Kind.REQUEST or not message.method:
                 continue
             key = id_key(message.id)
             if key is None or key in self._calls:
                 continue  # a duplicate id is refused by the interceptor; a joined call re-sent keeps its span
             self._start(key, message, carrier)
+
+    def _cancelled(self, params: Any) -> None:
+        """The client gave up on a request: its spans end now, as ``cancelled`` (an answer may never come; if one
+        does, the interceptor still journals it, but no span waits for it)."""
+        key = id_key(params.get("requestId")) if isinstance(params, dict) and "requestId" in params else None
+        call = self._calls.pop(key, None) if key is not None else None
+        if call is not None:
+            self._end_server(call, {}, cancelled=True)
 
     def _start(self, key: tuple[str, Any], message: Message, carrier: Mapping[str, str] | None) -> None:
         method = message.method or ""
@@ -267,8 +277,8 @@ class LineTrace:
                 self._commit_span(call, commit, "complete")
             self._end_server(call, message.body)
 
-    def _end_server(self, call: _Call, body: dict[str, Any]) -> None:
-        outcome = _outcome(body)
+    def _end_server(self, call: _Call, body: dict[str, Any], *, cancelled: bool = False) -> None:
+        outcome = {"error.type": "cancelled"} if cancelled else _outcome(body)
         if call.attributes["mcp.method.name"] == "initialize":
             self._learn_version(call, body.get("result"))
         if call.client is not None:  # answered without the upstream's answer (it died, or the exchange broke)
@@ -329,6 +339,8 @@ class LineTrace:
             return errors.ERROR_CODES[code][0]
         if outcome.get("error.type") == "tool_error":
             return "tool error (isError)"
+        if outcome.get("error.type") == "cancelled":
+            return "cancelled by the client"
         return f"JSON-RPC error {code}" if isinstance(code, int) else "error"
 
     def _commit_span(self, call: _Call, commit: tuple[int, int], what: str) -> None:

@@ -21,6 +21,7 @@ from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_opti
 from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
 from checkpoint_mcp.cli_reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ def demo(workdir: str | None) -> None:
 
 
 main.add_command(policy_group)
+main.add_command(init_command)
 
 
 @main.group("journal")

@@ -91,18 +91,6 @@ class Settled:
     """The means, as the audit record names it: ``probe list_outbox``, ``idempotency key``."""
     at: str
 
-    def describe(self) -> str:
-        """What happened, in words for a resumed agent."""
-        if self.by.startswith("probe "):
-            probe = self.by.removeprefix("probe ")
-            if self.action == "completed":
-                return (
-                    f"it had run (the read-only tool {probe} showed it): recorded as completed and not run again; "
-                    "its own result was never received"
-                )
-            return f"it had not run (the read-only tool {probe} showed it): released, and run when called again"
-        return "sent again under its idempotency key, so the upstream runs it at most once"
-
 
 SETTLED_BY = "checkpoint (%"
 """How the audit records of a tool policy's settlements begin (``resolved_by``); an operator's never do."""

@@ -24,7 +24,7 @@ from typing import Final
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.digest import Call, Repeat
 from checkpoint_mcp.journal.report import operator_commands
-from checkpoint_mcp.session.journals import WorkflowDigest
+from checkpoint_mcp.session.journals import WorkflowDigest, settled_how
 from checkpoint_mcp.session.render import code
 
 EFFECTS_MAX_CHARS: Final = 4_000
@@ -143,7 +143,9 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
         assert digest is not None
         suffix = f" (workflow {code(journal.workflow)})" if several else ""
         doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt]
-        settled += [f"- #{s.seq} {code(s.tool or '?')} — {s.describe()}, {_when(s.at)}{suffix}" for s in digest.settled]
+        settled += [
+            f"- #{s.seq} {code(s.tool or '?')} — {settled_how(s)}, {_when(s.at)}{suffix}" for s in digest.settled
+        ]
         if digest.in_flight:
             calls = ", ".join(f"#{c.seq} {code(c.tool)}" for c in digest.in_flight)
             flying.append(

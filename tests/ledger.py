@@ -17,6 +17,9 @@ happened_if = {{ pointer = "/count", equals = 1 }}
 not_happened_if = {{ pointer = "/count", equals = 0 }}
 timeout = "1s"
 
+[tools.{probe}]
+read_only = true
+
 [tools.charge_card]
 idempotency = {{ argument = "idempotency_key" }}
 """

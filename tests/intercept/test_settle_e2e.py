@@ -227,3 +227,21 @@ def test_with_redacted_arguments_the_probe_still_settles_and_no_byte_of_them_rea
     assert [e["event"] for e in ledger(tmp_path)] == ["done"]
     for path in (p for p in tmp_path.glob("j.db*") if p.is_file()):
         assert b"bob@example.com" not in path.read_bytes(), path
+
+
+def test_a_probe_is_called_only_once_its_tool_is_known_read_only(journal: str, workflow: str, tmp_path: Path) -> None:
+    """Not declared read_only in the policy: the probe waits until a tools/list marking it readOnlyHint has passed
+    through the proxy; before that the call stays in doubt and the probe is never called."""
+    crash_during(journal, tmp_path, "send_email", MAIL, "after_upstream_reply", _meta={"checkpoint_seq": 1})
+    policy = tmp_path / "undeclared.toml"
+    policy.write_text(POLICY.format(probe="list_outbox").replace("[tools.list_outbox]\nread_only = true\n", ""))
+    argv = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", journal, "--policy", str(policy))
+    with ProxyProcess(*argv, env={"LEDGER_DIR": str(tmp_path)}) as resumed:
+        resumed.initialize()
+        refused = resumed.call("send_email", MAIL, seq=1)
+        assert refused["error"]["code"] == IN_DOUBT
+        assert "not known to be read-only" in refused["error"]["data"]["settlement"]["reason"]
+        resumed.request("tools/list")  # the upstream marks list_outbox readOnlyHint: true
+        settled = resumed.call("send_email", MAIL, seq=1)
+    assert settled["result"]["_meta"]["checkpoint/settled"]["verdict"] == "happened"
+    assert [e["event"] for e in ledger(tmp_path)] == ["done"]

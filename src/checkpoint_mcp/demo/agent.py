@@ -63,8 +63,9 @@ not_happened_if = { pointer = "/count", equals = 0 }
 [tools.charge_card]        # a charge in flight at a crash: send it again with the same key; the card service
 idempotency = { argument = "idempotency_key" }    # charges a key once
 
-[tools.list_outbox]
-journal = false            # reading the outbox changes nothing: never journaled, never a repeat
+[tools.list_outbox]        # reading the outbox changes nothing: never journaled, never a repeat, fit to be a probe
+journal = false
+read_only = true
 """
 
 

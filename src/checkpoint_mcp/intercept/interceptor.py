@@ -348,7 +348,11 @@ class Interceptor:
         self, message: Message, line: bytes, params: dict[str, Any], unsettled: Unsettled, out: ClientBatch
     ) -> tuple[InFlight, bytes] | None:
         assert self._settler is not None
-        step = self._settler.begin(message.id, line, params, unsettled)
+        tool = unsettled.rule.probe.tool if unsettled.rule.probe is not None else None
+        policy = self._config.policy
+        read_only = tool is not None and policy is not None and policy.rule_for(tool).read_only
+        read_only = read_only or (tool is not None and self._results.read_only.get(tool, False))
+        step = self._settler.begin(message.id, line, params, unsettled, probe_read_only=read_only)
         if isinstance(step, Answer):
             out.to_client.append(step.line)
             return None

@@ -77,8 +77,13 @@ class Settler:
         self._calls = calls
         self._redact = redact_args
 
-    def begin(self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled) -> Forward | Ask | Answer:
+    def begin(
+        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled, *, probe_read_only: bool
+    ) -> Forward | Ask | Answer:
         """Start settling the call ``line`` met as ``unsettled``: probe it, send it again under its key, or refuse.
+
+        ``probe_read_only``: the probe's tool is known to be read-only (declared ``read_only`` in the policy, or
+        marked ``readOnlyHint`` in a tools/list this proxy saw); a probe not known to be is never called.
 
         Raises:
             JournalError: the row could not be taken.
@@ -88,30 +93,46 @@ class Settler:
             return Answer(error_line(ident, unsettled.refusal.to_error()))
         claimed = self._calls.settling(record)
         rule = unsettled.rule
-        if rule.probe is not None:
-            arguments: dict[str, Any] = params.get("arguments") or {}
-            try:
-                built = probe_arguments(rule.probe, arguments)
-            except PointerError as exc:
-                finding = unanswered(rule.probe, {}, f"the probe's arguments cannot be built: {exc}")
-                return self._unsettled(ident, unsettled, claimed, finding)
-            probe_id = probe_request_id()
-            meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
-            pending = PendingProbe(ident, line, unsettled, claimed, rule.probe, built)
-            return Ask(probe_request(probe_id, rule.probe, built, meta), probe_id, rule.probe.timeout, pending)
+        if rule.probe is not None and probe_read_only:
+            return self._ask(ident, line, params, unsettled, claimed, rule.probe)
         idempotency = rule.idempotency
-        assert idempotency is not None
-        if idempotency.argument is None:
-            # The header form needs the remote upstream's help, which this proxy does not have.
-            return self._unsettled(ident, unsettled, claimed, None)
+        if idempotency is not None and idempotency.argument is not None:
+            return self._resend(ident, line, unsettled, claimed, idempotency.argument)
+        if rule.probe is not None:
+            why = (
+                f"its tool is not known to be read-only: declare [tools.{rule.probe.tool}] read_only = true, or let "
+                "a tools/list that marks it readOnlyHint pass through this proxy first"
+            )
+            return self._unsettled(ident, unsettled, claimed, unanswered(rule.probe, {}, why))
+        # The header form needs the remote upstream's help, which this proxy does not have.
+        return self._unsettled(ident, unsettled, claimed, None)
+
+    def _ask(
+        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled, claimed: Claimed, probe: Probe
+    ) -> Ask | Answer:
+        arguments: dict[str, Any] = params.get("arguments") or {}
+        try:
+            built = probe_arguments(probe, arguments)
+        except PointerError as exc:
+            finding = unanswered(probe, {}, f"the probe's arguments cannot be built: {exc}")
+            return self._unsettled(ident, unsettled, claimed, finding)
+        probe_id = probe_request_id()
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
+        pending = PendingProbe(ident, line, unsettled, claimed, probe, built)
+        return Ask(probe_request(probe_id, probe, built, meta), probe_id, probe.timeout, pending)
+
+    def _resend(
+        self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed, argument: str
+    ) -> Forward | Answer:
+        record = unsettled.record
         key = idempotency_key(record.workflow, record.seq, record.key)
-        evidence = resent_evidence(key, f"argument {idempotency.argument}")
+        evidence = resent_evidence(key, f"argument {argument}")
         if not self._journal.settle(
             record.workflow, record.seq, ResolveAction.RELEASED, None, "idempotency key", dumps(evidence), keep_row=True
         ):
             return self._unsettled(ident, unsettled, claimed, None)
         logger.info("call #%d (%s) was in doubt: sent again under its idempotency key", record.seq, record.tool)
-        return Forward(with_key_argument(line, idempotency.argument, key), claimed)
+        return Forward(with_key_argument(line, argument, key), claimed)
 
     def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answer:
         """The probe answered: settle the call by its verdict."""

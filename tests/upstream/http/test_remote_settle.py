@@ -23,6 +23,9 @@ happened_if = { pointer = "/count", equals = 1 }
 not_happened_if = { pointer = "/count", equals = 0 }
 {settle_after}
 
+[tools.list_outbox]
+read_only = true
+
 [tools.charge_card]
 idempotency = { argument = "idempotency_key" }
 """

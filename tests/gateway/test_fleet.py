@@ -70,6 +70,19 @@ def test_calls_sprayed_at_random_replicas_each_run_once_and_replay_anywhere(pg_u
         states = journal_states(pg_url, workflow)
         assert sorted(states) == list(range(1, 13))  # keys took distinct sequences, whichever replica served them
         assert set(states.values()) == {CallState.COMPLETED}
+    assert_chains_verify(pg_url)  # three replicas appended to each chain at once: it is still one chain
+
+
+def assert_chains_verify(pg_url: str) -> None:
+    """`checkpoint journal verify` passes every workflow's hash chain and calls."""
+    done = subprocess.run(
+        checkpoint_argv("journal", "verify", "--journal", pg_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_re_sent_call_joins_the_original_running_on_another_replica(pg_url: str, tmp_path: Path) -> None:
@@ -132,6 +145,7 @@ def test_a_replica_killed_mid_call_leaves_its_call_in_doubt_and_the_others_unaff
         assert all("result" in o for o in others)
     assert done_count(effects, "slow") == 0  # the upstream died with its replica (never finished)
     assert journal_states(pg_url, WORKFLOW) == {1: CallState.PENDING, 2: CallState.COMPLETED, 3: CallState.COMPLETED}
+    assert_chains_verify(pg_url)
 
 
 def test_postgres_restarted_under_load_reexecutes_nothing_and_the_fleet_carries_on(

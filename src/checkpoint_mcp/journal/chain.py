@@ -64,38 +64,38 @@ class Link(NamedTuple):
 
 
 def text_digest(text: str | None) -> str | None:
-    """The digest of a stored JSON text column (arguments, outcome): hex SHA-256 of its canonical JSON, so an
-    export that re-spells the JSON verifies too; of the raw text if it is not JSON; None for NULL."""
-    if text is None:
-        return None
-    try:
-        return value_digest(json.loads(text))
-    except ValueError:
-        return hashlib.sha256(text.encode()).hexdigest()
+    """The digest of a stored text column (arguments, outcome): hex SHA-256 of its UTF-8 bytes, None for NULL.
 
-
-def value_digest(value: Any) -> str:
-    """The hex SHA-256 of a JSON value's canonical form.
-
-    Raises:
-        ValueError: the value has no canonical form.
+    The bytes as stored, not a canonical form: hashing costs next to nothing on the hot path, whatever the size
+    of a result, and `export` carries the stored texts so that its offline check recomputes the same digests.
     """
-    return hashlib.sha256(canonical_json(value)).hexdigest()
+    return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def canonical_text(detail: Mapping[str, Any]) -> str:
-    """The detail as stored: its canonical JSON.
+    """The detail as stored: its RFC 8785 canonical JSON (integers beyond 2**53 kept exact, keys still sorted).
 
     Raises:
         ValueError: the detail is not JSON (see ``signature.canonical_json``).
     """
-    return canonical_json(dict(detail)).decode()
+    data = canonical_json(dict(detail))
+    return (data[len(_EXACT) :] if data.startswith(_EXACT) else data).decode()
 
 
-def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail: Any, at: str, prev: str) -> bytes:
-    """The canonical bytes a link's hash covers."""
-    document = {"workflow": workflow, "n": n, "seq": seq, "kind": kind, "detail": detail, "at": at, "prev": prev}
-    return canonical_json(document)
+_EXACT = b"exact:"
+
+
+def _string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # RFC 8785's escaping: only quote, backslash and controls
+
+
+def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail_text: str, at: str, prev: str) -> bytes:
+    """The canonical bytes a link's hash covers: the RFC 8785 form of ``{"at", "detail", "kind", "n", "prev",
+    "seq", "workflow"}``, with ``detail_text`` (already canonical, see ``canonical_text``) spliced in as it is."""
+    return (
+        f'{{"at":{_string(at)},"detail":{detail_text},"kind":{_string(kind)},"n":{n},"prev":{_string(prev)},'
+        f'"seq":{"null" if seq is None else seq},"workflow":{_string(workflow)}}}'
+    ).encode("utf-8", "surrogatepass")
 
 
 def seal(data: bytes, n: int, key: bytes | None) -> str:
@@ -127,7 +127,10 @@ def link_hash(link: Link, key: bytes | None) -> str | None:
     if not n:
         return None
     try:
-        data = link_bytes(link.workflow, n, link.seq, link.kind, json.loads(link.detail), link.at, link.prev)
+        detail = json.loads(link.detail)
+        if not isinstance(detail, dict):
+            return None
+        data = link_bytes(link.workflow, n, link.seq, link.kind, canonical_text(detail), link.at, link.prev)
     except ValueError:
         return None
     return seal(data, n, key if keyed(link.hash) else None)
@@ -163,7 +166,7 @@ def append(
         text = canonical_text(detail)
         prev = heads[workflow]
         n = (position(prev) or 0) + 1
-        sealed = seal(link_bytes(workflow, n, seq, kind, json.loads(text), at, prev), n, key)
+        sealed = seal(link_bytes(workflow, n, seq, kind, text, at, prev), n, key)
         rows.append((workflow, seq, kind, text, at, prev, sealed))
         heads[workflow] = sealed
 

@@ -153,7 +153,8 @@ def started(workers: list[Worker], trees: dict[str, Path]) -> Iterator[dict[str,
 
 def drive(proc: subprocess.Popen[str], calls: int) -> float:
     """µs per call of ``calls`` calls on one worker."""
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     proc.stdin.write(f"{calls}\n")
     proc.stdin.flush()
     return int(proc.stdout.readline()) / calls / 1000
@@ -199,8 +200,8 @@ def measure(
         for round_, w in interleaved(workers, rounds):
             if round_ != current:
                 current = round_
-                for label in blocks:
-                    blocks[label].append([])
+                for rounds_of_one in blocks.values():
+                    rounds_of_one.append([])
             value = drive(procs[w.label], args.block)
             samples[w.label].append(value)
             blocks[w.label][-1].append(value)
@@ -254,7 +255,9 @@ def main(argv: list[str]) -> int:
         tempfile.TemporaryDirectory(dir=SHM) as shm,
         postgres(not args.no_pg) as pg,
     ):
-        commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True, check=True
+        )
         trees = {"before": extract(ref, tmp / "before-tree"), "after": ROOT / "src"}
         body, _ = measure(args, tmp, Path(shm), pg, trees)
         where = (

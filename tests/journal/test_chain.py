@@ -83,3 +83,21 @@ def test_a_keyed_chain_rebuilt_without_the_key_is_unauthenticated_and_a_wrong_ke
     rebuilt = make_chain(4)
     assert first(rebuilt) is None
     assert first(rebuilt, KEY).kind == "unauthenticated"  # type: ignore[union-attr]
+
+
+def test_a_chain_begun_without_the_key_is_pinned_by_a_keyed_link_from_its_first_keyed_writer() -> None:
+    plain = make_chain(4)
+    head = plain[-1].hash
+
+    class _Head:
+        def fetchone(self) -> tuple[str]:
+            return (head,)
+
+    more = [Event("w", "reserved", 3, {"i": 4}, "2026-01-01T00:01:00.000Z")]
+    rows = chain.append(lambda sql, params: _Head(), more, KEY)
+    assert [row[2] for row in rows] == [chain.KEYED, "reserved"]
+    keyed = [Link(10 + i, *row) for i, row in enumerate(rows)]
+    assert first([*plain, *keyed], KEY) is None  # the unkeyed links before the marker are accepted
+    assert first([*plain, *keyed]) is None  # and without the key the links still chain
+    forged = [*plain, keyed[0], make_chain(6)[-1]._replace(prev=keyed[0].hash)]
+    assert first(forged, KEY).kind in ("edited", "unauthenticated")  # type: ignore[union-attr]

@@ -101,3 +101,12 @@ def test_a_chain_begun_without_the_key_is_pinned_by_a_keyed_link_from_its_first_
     assert first([*plain, *keyed]) is None  # and without the key the links still chain
     forged = [*plain, keyed[0], make_chain(6)[-1]._replace(prev=keyed[0].hash)]
     assert first(forged, KEY).kind in ("edited", "unauthenticated")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("key", [None, "k-1", 'odd "key" \\ \n'])
+def test_the_hot_path_details_are_their_canonical_text(key: str | None) -> None:
+    reserved = chain.reserved_detail("send é", '{"to":"a"}', "ab" * 32, key)
+    expected = {"tool": "send é", "arguments": chain.text_digest('{"to":"a"}'), "signature": "ab" * 32, "key": key}
+    assert reserved == chain.canonical_text(expected)
+    assert chain.finished_detail(None) == chain.canonical_text({"outcome": None})
+    assert chain.finished_detail("{}") == chain.canonical_text({"outcome": chain.text_digest("{}")})

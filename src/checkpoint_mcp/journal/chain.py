@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -46,7 +47,7 @@ class Event(NamedTuple):
     workflow: str
     kind: str
     seq: int | None
-    detail: Mapping[str, Any]
+    detail: Mapping[str, Any] | str  # a JSON object, or its canonical text already made (``canonical_text``)
     at: str
 
 
@@ -85,8 +86,12 @@ def canonical_text(detail: Mapping[str, Any]) -> str:
 _EXACT = b"exact:"
 
 
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
 def _string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # RFC 8785's escaping: only quote, backslash and controls
+    """A JSON string as RFC 8785 writes it: only quote, backslash and control characters are escaped."""
+    return f'"{text}"' if _ESCAPED.search(text) is None else json.dumps(text, ensure_ascii=False)
 
 
 def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail_text: str, at: str, prev: str) -> bytes:
@@ -162,8 +167,8 @@ def append(
         heads[workflow] = row[0] if row else ""
     rows: list[tuple[Any, ...]] = []
 
-    def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any], at: str) -> None:
-        text = canonical_text(detail)
+    def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any] | str, at: str) -> None:
+        text = detail if isinstance(detail, str) else canonical_text(detail)
         prev = heads[workflow]
         n = (position(prev) or 0) + 1
         sealed = seal(link_bytes(workflow, n, seq, kind, text, at, prev), n, key)
@@ -234,14 +239,22 @@ def row_digest(
     }
 
 
-def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> dict[str, Any]:
-    """The detail of a ``reserved`` event."""
-    return {"tool": tool, "arguments": text_digest(arguments), "signature": signature, "key": key}
+def _nullable(text: str | None) -> str:
+    return "null" if text is None else _string(text)
 
 
-def finished_detail(outcome: str | None) -> dict[str, Any]:
-    """The detail of a ``completed`` or ``failed`` event."""
-    return {"outcome": text_digest(outcome)}
+def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> str:
+    """The canonical text of a ``reserved`` event's detail (``{"arguments", "key", "signature", "tool"}``),
+    written directly: it is on every journaled call's path."""
+    return (
+        f'{{"arguments":{_nullable(text_digest(arguments))},"key":{_nullable(key)},'
+        f'"signature":{_string(signature)},"tool":{_string(tool)}}}'
+    )
+
+
+def finished_detail(outcome: str | None) -> str:
+    """The canonical text of a ``completed`` or ``failed`` event's detail (``{"outcome"}``)."""
+    return f'{{"outcome":{_nullable(text_digest(outcome))}}}'
 
 
 def row_after(rows: dict[int, dict[str, Any]], link: Link, detail: Mapping[str, Any]) -> None:

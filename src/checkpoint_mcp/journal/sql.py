@@ -279,8 +279,8 @@ class _SqlUnit(UnitOfWork):
         return Lineage((Branch(name, seq), *lineage.branches))
 
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
-        chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
-        self._ops.append((EVENT, (), Event(workflow, kind, seq, detail, utc_now())))
+        text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
     def commit(self) -> None:
         ops, self._ops = self._ops, []
@@ -366,9 +366,9 @@ class SqlJournal(Journal):
         Raises:
             ValueError: ``detail`` has no canonical JSON form.
         """
-        chain.canonical_text(detail)
+        text = chain.canonical_text(detail)
         with self.transaction():
-            self.link_txn([Event(workflow_id, kind, seq, detail, utc_now())])
+            self.link_txn([Event(workflow_id, kind, seq, text, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:

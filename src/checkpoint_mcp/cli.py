@@ -19,6 +19,7 @@ import click
 from checkpoint_mcp import __version__
 from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
@@ -263,6 +264,9 @@ def demo(workdir: str | None) -> None:
         run_demo(workdir)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+main.add_command(init_command)
 
 
 @main.group("journal")

@@ -246,6 +246,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--warmup", type=int, default=200, help="unmeasured calls per worker first")
     parser.add_argument("--before", default=None, help="git ref of the tree without the chain")
     parser.add_argument("--no-pg", action="store_true", help="leave PostgreSQL out")
+    parser.add_argument("--src", type=Path, default=None, help="the *after* tree's src/ (default: this checkout's)")
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.block, args.warmup = 20, 10, 5
@@ -258,7 +259,7 @@ def main(argv: list[str]) -> int:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True, check=True
         )
-        trees = {"before": extract(ref, tmp / "before-tree"), "after": ROOT / "src"}
+        trees = {"before": extract(ref, tmp / "before-tree"), "after": (args.src or ROOT / "src").resolve()}
         body, _ = measure(args, tmp, Path(shm), pg, trees)
         where = (
             f"{machine(tmp)}; *before* is `{ref}` ({commit.stdout.strip()}), *after* this tree; SQLite journals in "

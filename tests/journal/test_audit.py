@@ -301,3 +301,17 @@ def test_an_unset_audit_key_variable_is_refused_before_anything_starts(variable:
     assert done.returncode == 2
     assert f"the environment variable {variable} is empty or unset" in done.stderr
     assert not (tmp_path / "j.db").exists()
+
+
+def test_an_event_recorded_for_a_workflow_the_journal_never_saw_starts_its_chain(journal: str) -> None:
+    from checkpoint_mcp.journal import open_journal
+
+    opened = open_journal(journal)
+    try:
+        opened.record_event("policy-only", "repeat", None, {"reason": "same content", "big": 2**60})
+        opened.record_event("policy-only", "settled", 4, {"by": "probe"})
+    finally:
+        opened.close()
+    code, report = verify(journal, "policy-only")
+    [only] = report["workflows"]
+    assert (code, only["links"], only["start"]) == (0, 2, "genesis")

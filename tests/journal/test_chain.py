@@ -32,20 +32,13 @@ def test_a_detail_with_an_integer_beyond_2_53_is_stored_as_exact_json() -> None:
     assert chain.canonical_text({"id": 2**64, "a": 1}) == '{"a":1,"id":18446744073709551616}'
 
 
-class _Rows:
-    """A cursor over nothing: every chain starts empty."""
-
-    def fetchone(self) -> None:
-        return None
-
-
 def make_chain(count: int, key: bytes | None = None) -> list[Link]:
     """``count`` links of workflow 'w': reserved/completed pairs of calls 1, 2, …"""
     events = [
         Event("w", "reserved" if i % 2 == 0 else "completed", i // 2 + 1, {"i": i}, f"2026-01-01T00:00:{i:02d}.000Z")
         for i in range(count)
     ]
-    rows = chain.append(lambda sql, params: _Rows(), events, key)
+    rows = chain.append(events, key, lambda workflows: dict.fromkeys(workflows, ""))
     return [Link(i + 1, row[0], row[1], row[2], row[3], row[4], row[5], row[6]) for i, row in enumerate(rows)]
 
 
@@ -89,12 +82,8 @@ def test_a_chain_begun_without_the_key_is_pinned_by_a_keyed_link_from_its_first_
     plain = make_chain(4)
     head = plain[-1].hash
 
-    class _Head:
-        def fetchone(self) -> tuple[str]:
-            return (head,)
-
     more = [Event("w", "reserved", 3, {"i": 4}, "2026-01-01T00:01:00.000Z")]
-    rows = chain.append(lambda sql, params: _Head(), more, KEY)
+    rows = chain.append(more, KEY, lambda workflows: dict.fromkeys(workflows, head))
     assert [row[2] for row in rows] == [chain.KEYED, "reserved"]
     keyed = [Link(10 + i, *row) for i, row in enumerate(rows)]
     assert first([*plain, *keyed], KEY) is None  # the unkeyed links before the marker are accepted

@@ -143,28 +143,34 @@ def link_hash(link: Link, key: bytes | None) -> str | None:
 
 # ---- writing ----------------------------------------------------------------------------------------------
 
-_HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
+HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
 INSERT_LINK = "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
-def append(
-    execute: Execute,
-    events: Sequence[Event],
-    key: bytes | None,
-    lock: Callable[[str], None] | None = None,
-) -> list[tuple[Any, ...]]:
-    """Link ``events`` onto their workflows' chains, inside the caller's open transaction; the rows to insert.
+def heads_by_query(execute: Execute) -> Callable[[Sequence[str]], dict[str, str]]:
+    """Read chain heads one workflow at a time through ``execute`` (inside the caller's transaction)."""
 
-    ``lock(workflow)`` is called once per workflow, in sorted order, before its head is read: PostgreSQL locks
-    the workflow's row there so that concurrent writers to one chain take turns. A keyed writer appending to
-    an unkeyed chain first links a ``keyed`` event, after which every link of the chain must be keyed.
+    def heads(workflows: Sequence[str]) -> dict[str, str]:
+        found = {}
+        for workflow in workflows:
+            row = execute(HEAD, (workflow,)).fetchone()
+            found[workflow] = row[0] if row else ""
+        return found
+
+    return heads
+
+
+def append(
+    events: Sequence[Event], key: bytes | None, heads_of: Callable[[Sequence[str]], dict[str, str]]
+) -> list[tuple[Any, ...]]:
+    """Link ``events`` onto their workflows' chains; the rows to insert into ``events``.
+
+    ``heads_of(workflows)`` (sorted) gives each chain's newest hash, read inside the transaction that will insert
+    the rows; on PostgreSQL it first locks each workflow's row, so that concurrent writers to one chain take
+    turns. A keyed writer appending to an unkeyed chain first links a ``keyed`` event, after which every link of
+    the chain must be keyed.
     """
-    heads: dict[str, str] = {}
-    for workflow in sorted({event.workflow for event in events}):
-        if lock is not None:
-            lock(workflow)
-        row = execute(_HEAD, (workflow,)).fetchone()
-        heads[workflow] = row[0] if row else ""
+    heads = heads_of(sorted({event.workflow for event in events}))
     rows: list[tuple[Any, ...]] = []
 
     def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any] | str, at: str) -> None:
@@ -208,7 +214,7 @@ def start_chains(execute: Execute, key: bytes | None, from_version: int, now: st
         )
         for w in sorted(set(workflows) | set(per))
     ]
-    for link in append(execute, events, key):
+    for link in append(events, key, heads_by_query(execute)):
         execute(INSERT_LINK, link)
     return len(events)
 

@@ -31,6 +31,7 @@ from checkpoint_mcp.errors import (
     UsageError,
     WorkflowOwned,
 )
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
@@ -315,6 +316,28 @@ class PostgresJournal(SqlJournal):
         """executemany (pipelined by psycopg) on the journal's connection."""
         with self._conn.cursor() as cursor:
             cursor.executemany(_dialect(sql), rows)
+
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Lock each workflow's row, then read its chain's head: one round trip for all of them (a pipeline; each
+        head is read by a statement of its own, whose snapshot is taken once the lock before it is held)."""
+        with self._conn.pipeline():
+            sent = [
+                (
+                    workflow,
+                    self._conn.execute("SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE", (workflow,)),
+                    self._conn.execute(_dialect(chain.HEAD), (workflow,)),
+                )
+                for workflow in workflows
+            ]
+        heads = {}
+        for workflow, locked, read in sent:
+            cursor = read
+            if locked.fetchone() is None:  # an event names a workflow the journal has not seen: lock, then read
+                self.lock_workflow(workflow)
+                cursor = self._conn.execute(_dialect(chain.HEAD), (workflow,))
+            row = cursor.fetchone()
+            heads[workflow] = row[0] if row else ""
+        return heads
 
     def lock_workflow(self, workflow: str) -> None:
         """Lock the workflow's row until the transaction ends (creating the row if an event names a workflow the

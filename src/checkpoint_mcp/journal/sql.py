@@ -335,6 +335,12 @@ class SqlJournal(Journal):
         SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
         """
 
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Each workflow's newest link hash ("" for none), its writers locked out first (inside a transaction)."""
+        for workflow in workflows:
+            self.lock_workflow(workflow)
+        return chain.heads_by_query(self.execute)(workflows)
+
     def write_txn(self, groups: list[Group]) -> None:
         """The statements of ``groups`` and the links of their events, inside the caller's transaction.
 
@@ -357,7 +363,7 @@ class SqlJournal(Journal):
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link ``events`` onto their chains, inside the caller's transaction."""
         if events:
-            rows = chain.append(self.execute, events, self.audit_key, self.lock_workflow)
+            rows = chain.append(events, self.audit_key, self.chain_heads)
             self.execute_many(chain.INSERT_LINK, rows)
 
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:

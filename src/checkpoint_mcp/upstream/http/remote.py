@@ -15,11 +15,8 @@ Which transport, as the MCP specification's backwards-compatibility sections say
 * **2025-03-26 … 2025-11-25** (the ``initialize`` handshake): the session id the server gave to ``initialize``
   goes on every later request, the negotiated version too; a GET stream carries server-initiated messages; a
   request stream that ends early is resumed with ``Last-Event-ID`` when the server numbered its events; DELETE
-  ends it at shutdown. A 404 for the session means the server forgot it (it restarted, or the session expired):
-  the proxy starts a new session with the client's own ``initialize`` and ``notifications/initialized``, sends
-  again what the client had set up (``renewal.SessionMemory``), then the request that met the 404, once; the
-  client sees nothing of it but a line on stderr. A refused initialize, or another negotiated protocol version,
-  is that request's refusal instead.
+  ends it at shutdown. A 404 for the session means the server forgot it: a new session stands in for it, unseen
+  by the client, and the request that met the 404 goes again there, once (``renewal.py`` says how).
 * **2024-11-05 HTTP+SSE**, when the server refuses the ``initialize`` POST with a 4xx that is not an answer:
   a GET opens the event stream, whose ``endpoint`` event says where to POST; every answer comes on that stream.
 """
@@ -30,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import httpx2
@@ -52,7 +50,7 @@ from checkpoint_mcp.upstream.http.exchange import (
 )
 from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
 from checkpoint_mcp.upstream.http.http_sse import LegacyStream
-from checkpoint_mcp.upstream.http.renewal import Renewal
+from checkpoint_mcp.upstream.http.renewal import Expired, Renewal
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
 
@@ -63,14 +61,6 @@ DEFAULT_RETRY_SECONDS = 1.0  # between reconnections of an event stream when the
 RESUME_ATTEMPTS = 3  # GETs with Last-Event-ID for one request stream before it counts as broken
 LISTEN_FAILURES = 3  # consecutive failures of the GET stream before it is given up (until the next session)
 MAX_CONNECTIONS = 64  # to the server at once; requests beyond wait for one (``--upstream-timeout`` applies)
-
-
-class _Expired(Exception):
-    """A request met a 404 for the session it was sent in (``generation``): it did not run."""
-
-    def __init__(self, generation: int) -> None:
-        super().__init__(generation)
-        self.generation = generation
 
 
 class _Stream(NamedTuple):
@@ -123,6 +113,9 @@ class RemoteUpstream:
         self._legacy: LegacyStream | None = None
         self._closing = False
         self._ended = asyncio.Event()
+        self.trace_headers: Callable[[tuple[str, Any] | None], dict[str, str]] | None = None
+        """Telemetry on: the ``traceparent`` of a request's upstream exchange, by its ``id_key`` (a header, so the
+        request's bytes stay verbatim)."""
 
     # ---- the Upstream interface ------------------------------------------------------------------------------
 
@@ -257,7 +250,7 @@ class RemoteUpstream:
         try:
             try:
                 await self._answer(message)
-            except _Expired as expired:
+            except Expired as expired:
                 failure = await self._renew(expired.generation)
                 if failure is not None:
                     raise Refused(404, failure) from None
@@ -285,7 +278,7 @@ class RemoteUpstream:
         """POST a request and deliver its answer.
 
         Raises:
-            _Expired: the server forgot the session (so it did not run the request); only if ``renewable``.
+            Expired: the server forgot the session (so it did not run the request); only if ``renewable``.
             Refused: the server certainly did not run it.
             Lost: no answer will come and the server may have run it.
         """
@@ -347,7 +340,7 @@ class RemoteUpstream:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
-            _Expired: a 404 for the session the request was sent in (``generation``, None if none or if the
+            Expired: a 404 for the session the request was sent in (``generation``, None if none or if the
                 request was already sent again once).
             Refused: the status proves the request did not run.
             Lost: it may have run.
@@ -355,7 +348,7 @@ class RemoteUpstream:
         status = response.status_code
         if status == 404 and generation is not None and message.method != "initialize":
             self._session_lost(generation)
-            raise _Expired(generation)
+            raise Expired(generation)
         with contextlib.suppress(Lost):
             answer = jsonrpc_error(await read_body(response, ERROR_BODY_LIMIT), message)
             if answer is not None:
@@ -434,7 +427,14 @@ class RemoteUpstream:
         if message.method != "initialize":
             headers.update(self._session_headers())
         headers.update(self._mcp.for_message(message))
+        headers.update(self.trace_context(message))
         return headers
+
+    def trace_context(self, message: OutgoingMessage) -> dict[str, str]:
+        """The ``traceparent`` naming the proxy's span for this request's exchange (telemetry on), else nothing."""
+        if self.trace_headers is None or message.key is None:
+            return {}
+        return self.trace_headers(message.key)
 
     def _session_headers(self) -> dict[str, str]:
         headers = self._mcp.version_header()

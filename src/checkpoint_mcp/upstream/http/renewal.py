@@ -6,7 +6,8 @@ own ``initialize`` and ``notifications/initialized``, byte for byte), and sends 
 session lacks what the client set up on the old one; ``SessionMemory`` remembers what the proxy saw the server
 accept, so it can be sent again: the resource subscriptions (``resources/subscribe`` less
 ``resources/unsubscribe``) and the logging level (``logging/setLevel``). Whatever else the old session held is
-named in the log, never guessed at.
+named in the log, never guessed at. A refused ``initialize``, or another negotiated protocol version than the
+client's, is the refusal of the request that met the 404 instead (``-32087``: it did not run).
 
 ``Renewal`` makes sure that however many exchanges meet the 404 at once, one new session is started; the I/O
 is ``remote.RemoteUpstream``'s.
@@ -28,6 +29,14 @@ logger = logging.getLogger(__name__)
 
 RENEW_ID_PREFIX = "checkpoint-renew-"  # ids of the requests the proxy sends on its own to restore a session
 LOST_WITH_A_SESSION = "anything else the server kept for the old session (tasks, events of its streams)"
+
+
+class Expired(Exception):
+    """A request met a 404 for the session it was sent in (``generation``): it did not run."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__(generation)
+        self.generation = generation
 
 
 class SessionMemory:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import random
 import subprocess
 from collections.abc import Iterator
@@ -198,3 +199,32 @@ def test_a_replica_whose_database_sessions_are_killed_comes_back_live_and_keeps_
     assert "result" in first
     assert joined["result"]["content"] == first["result"]["content"]
     assert done_count(effects, "slow") == 1
+
+
+def test_replicas_given_the_audit_key_write_a_keyed_chain_that_only_the_key_verifies(
+    pg_url: str, tmp_path: Path
+) -> None:
+    key = {"CHECKPOINT_TEST_AUDIT_KEY": "fleet-audit-key"}
+    with ExitStack() as stack:
+        replicas = [
+            stack.enter_context(
+                effects_gateway(tmp_path, "--journal", pg_url, "--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env=key)
+            )
+            for _ in range(2)
+        ]
+        for i in range(6):
+            assert "result" in call(replicas[i % 2], i, "send_email", {"to": f"a{i}"}, checkpoint_seq=i + 1)
+
+    def verify(*extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        argv = checkpoint_argv("journal", "verify", "--journal", pg_url, WORKFLOW, "--json", *extra)
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})}
+        )
+
+    keyed = verify("--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env=key)
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    [report] = json.loads(keyed.stdout)["workflows"]
+    assert (report["links"], report["keyed"], report["unchecked"]) == (12, 12, 0)
+    wrong = verify("--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env={"CHECKPOINT_TEST_AUDIT_KEY": "not it"})
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["workflows"][0]["breaks"][0]["kind"] == "edited"

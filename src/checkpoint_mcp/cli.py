@@ -420,7 +420,7 @@ def journal_export(location: str, workflow: str | None) -> None:
         _, calls, resolutions = operations.describe(journal, workflow)
         links = journal.links(workflow)
     for record in calls:
-        click.echo(json.dumps(report.call_json(record), ensure_ascii=False))
+        click.echo(json.dumps(operations.export_call_json(record), ensure_ascii=False))
     for resolution in resolutions:
         click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
     for link in links:

@@ -55,7 +55,7 @@ def stdio_upstreams(command: str) -> Any:
 def remote_upstreams(remote: RemoteConfig) -> Any:
     """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
     own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
-    from checkpoint_mcp.upstream.http.remote import checked_settings, open_remote
+    from checkpoint_mcp.upstream.http.settings import checked_settings, open_remote
 
     checked_settings(remote, os.environ)  # a bad URL, header or CA file is an error now, not at the first session
 

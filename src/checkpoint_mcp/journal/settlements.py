@@ -17,6 +17,8 @@ from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import CallRecord, CallState, ResolveAction, utc_now
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.rows import record as call_record
 
 
 class Settlements:
@@ -34,19 +36,17 @@ class Settlements:
         """A durable write transaction (see ``SqlJournal.transaction``)."""
 
     @abstractmethod
-    def call_at(self, workflow: str, seq: int) -> CallRecord | None:
-        """The row at ``seq`` of ``workflow`` itself, read in the open transaction."""
-
-    @abstractmethod
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""
 
     def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
         """Mark the in-doubt PENDING call at ``seq`` as this process's (see ``Journal.take_in_doubt``)."""
         with self.transaction():
-            record = self.call_at(workflow, seq)
-            if record is None:
+            row = self.execute(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
+            found = row.fetchone()
+            if found is None:
                 return None
+            record = call_record(found)
             if record.state is not CallState.PENDING:
                 return None
             seen = record.replica

@@ -32,6 +32,8 @@ from checkpoint_mcp.journal.base import (
 )
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import find_repeat
+from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
 
 SCHEMA_VERSION = 4
@@ -130,11 +132,6 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
     }
 
 
-COLUMNS = (
-    "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key, replica_id"
-)
-
-
 class Cursor(Protocol):
     """What both drivers' cursors offer."""
 
@@ -144,22 +141,6 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
-
-
-def _record(row: Sequence[Any]) -> CallRecord:
-    return CallRecord(
-        workflow=row[0],
-        seq=int(row[1]),
-        tool=row[2],
-        arguments=row[3],
-        signature=row[4],
-        state=CallState(row[5]),
-        outcome=row[6],
-        started_at=row[7],
-        finished_at=row[8],
-        key=row[9],
-        replica=row[10],
-    )
 
 
 _INSERT_CALL = (
@@ -284,8 +265,8 @@ class _SqlUnit(UnitOfWork):
         return Lineage((Branch(name, seq), *lineage.branches))
 
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
-        chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
-        self._ops.append((EVENT, (), Event(workflow, kind, seq, detail, utc_now())))
+        text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
     def commit(self) -> None:
         ops, self._ops = self._ops, []
@@ -340,6 +321,12 @@ class SqlJournal(Settlements, Journal):
         SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
         """
 
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Each workflow's newest link hash ("" for none), its writers locked out first (inside a transaction)."""
+        for workflow in workflows:
+            self.lock_workflow(workflow)
+        return chain.heads_by_query(self.execute)(workflows)
+
     def write_txn(self, groups: list[Group]) -> None:
         """The statements of ``groups`` and the links of their events, inside the caller's transaction.
 
@@ -362,8 +349,11 @@ class SqlJournal(Settlements, Journal):
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link ``events`` onto their chains, inside the caller's transaction."""
         if events:
-            rows = chain.append(self.execute, events, self.audit_key, self.lock_workflow)
-            self.execute_many(chain.INSERT_LINK, rows)
+            self.insert_links(chain.append(events, self.audit_key, self.chain_heads))
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of ``events`` (inside the caller's transaction)."""
+        self.execute_many(chain.INSERT_LINK, rows)
 
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.
@@ -371,9 +361,9 @@ class SqlJournal(Settlements, Journal):
         Raises:
             ValueError: ``detail`` has no canonical JSON form.
         """
-        chain.canonical_text(detail)
+        text = chain.canonical_text(detail)
         with self.transaction():
-            self.link_txn([Event(workflow_id, kind, seq, detail, utc_now())])
+            self.link_txn([Event(workflow_id, kind, seq, text, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:
@@ -525,11 +515,6 @@ class SqlJournal(Settlements, Journal):
             }
             self.link_txn([Event(workflow, "resolved", seq, detail, now)])
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
-
-    def call_at(self, workflow: str, seq: int) -> CallRecord | None:
-        """The row at ``seq`` of ``workflow`` itself (inside the caller's transaction, if any)."""
-        row = self.execute(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq)).fetchone()
-        return _record(row) if row else None
 
     def version(self) -> str:
         """What the rows look like (``content_marker``) and who owns each lineage, as one short digest."""

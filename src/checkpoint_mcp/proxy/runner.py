@@ -81,7 +81,7 @@ def _upstream(config: ProxyConfig) -> Upstream:
         UsageError: a remote upstream's settings cannot work (a header names an unset variable, a bad CA file).
     """
     if config.remote is not None:
-        from checkpoint_mcp.upstream.http.remote import open_remote
+        from checkpoint_mcp.upstream.http.settings import open_remote
 
         return open_remote(config.remote, os.environ)
     assert config.upstream_cmd is not None

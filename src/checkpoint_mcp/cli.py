@@ -20,6 +20,7 @@ from checkpoint_mcp import __version__
 from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
@@ -270,6 +271,7 @@ def demo(workdir: str | None) -> None:
 
 
 main.add_command(policy_group)
+main.add_command(init_command)
 
 
 @main.group("journal")
@@ -414,7 +416,7 @@ def journal_export(location: str, workflow: str | None) -> None:
         _, calls, resolutions = operations.describe(journal, workflow)
         links = journal.links(workflow)
     for record in calls:
-        click.echo(json.dumps(report.call_json(record), ensure_ascii=False))
+        click.echo(json.dumps(operations.export_call_json(record), ensure_ascii=False))
     for resolution in resolutions:
         click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
     for link in links:

@@ -163,7 +163,9 @@ def test_an_inserted_link_with_a_valid_hash_is_named(journal: str, tmp_path: Pat
     all_links = links(journal)
     after = all_links[1]  # insert after link 2 (completed of call #1), as link 3
     detail = {"outcome": None}
-    sealed = chain.seal(chain.link_bytes("wf", 3, 1, "completed", detail, after[4], after[6]), 3, None)
+    sealed = chain.seal(
+        chain.link_bytes("wf", 3, 1, "completed", chain.canonical_text(detail), after[4], after[6]), 3, None
+    )
     intruder = (1, "completed", chain.canonical_text(detail), after[4], after[6], sealed)
     store_in_order(journal, [row[1:] for row in all_links[:2]] + [intruder] + [row[1:] for row in all_links[2:]])
     code, report = verify(journal)
@@ -188,7 +190,7 @@ def rebuild_without_key(journal: str) -> None:
     """Re-hash every link of 'wf' with plain SHA-256, as someone with the database but not the key can."""
     prev = ""
     for n, (link_id, seq, kind, detail, at, _, _) in enumerate(links(journal), 1):
-        sealed = chain.seal(chain.link_bytes("wf", n, seq, kind, json.loads(detail), at, prev), n, None)
+        sealed = chain.seal(chain.link_bytes("wf", n, seq, kind, detail, at, prev), n, None)
         sql(journal, "UPDATE events SET prev_hash = ?, hash = ? WHERE id = ?", (prev, sealed, link_id))
         prev = sealed
 
@@ -205,7 +207,7 @@ def test_a_chain_rewritten_without_the_key_is_caught_with_it(journal: str, tmp_p
     # Forge a result, then rebuild the whole chain so that it verifies without a key.
     sql(journal, "UPDATE calls SET outcome = '{\"content\":[]}' WHERE workflow_id = 'wf' AND seq = 1")
     first = links(journal)[1]
-    detail = {"outcome": chain.value_digest({"content": []})}
+    detail = {"outcome": chain.text_digest('{"content":[]}')}
     sql(journal, "UPDATE events SET detail = ? WHERE id = ?", (chain.canonical_text(detail), first[0]))
     rebuild_without_key(journal)
     assert verify(journal)[0] == 0  # without the key, a rebuilt chain cannot be told from the real one
@@ -299,3 +301,28 @@ def test_an_unset_audit_key_variable_is_refused_before_anything_starts(variable:
     assert done.returncode == 2
     assert f"the environment variable {variable} is empty or unset" in done.stderr
     assert not (tmp_path / "j.db").exists()
+
+
+def test_an_event_recorded_for_a_workflow_the_journal_never_saw_starts_its_chain(journal: str) -> None:
+    from checkpoint_mcp.journal import open_journal
+
+    opened = open_journal(journal)
+    try:
+        opened.record_event("policy-only", "repeat", None, {"reason": "same content", "big": 2**60})
+        opened.record_event("policy-only", "settled", 4, {"by": "probe"})
+    finally:
+        opened.close()
+    code, report = verify(journal, "policy-only")
+    [only] = report["workflows"]
+    assert (code, only["links"], only["start"]) == (0, 2, "genesis")
+
+
+def test_gc_on_a_tampered_chain_does_not_launder_it(journal: str, tmp_path: Path) -> None:
+    from test_cli import cli
+
+    run_calls(journal, tmp_path)
+    target = links(journal)[1]
+    sql(journal, "UPDATE events SET detail = ? WHERE id = ?", ('{"outcome":null}', target[0]))
+    cli(journal, "gc", "--older-than", "0s")
+    code, report = verify(journal)
+    assert (code, first_break(report)["kind"], first_break(report)["link"]) == (1, "edited", target[0])

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
 
-from checkpoint_mcp.journal import operations
+from checkpoint_mcp.journal import chain, operations
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import MIGRATIONS, PostgresJournal
 from checkpoint_mcp.signature import call_signature
@@ -69,8 +70,8 @@ def test_concurrent_writers_to_one_workflow_make_one_unbroken_chain(pg_url: str)
 class _Unlocked(PostgresJournal):
     """The journal without its workflow lock: what the lock prevents."""
 
-    def lock_workflow(self, workflow: str) -> None:
-        return None
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        return chain.heads_by_query(self.execute)(workflows)
 
 
 def test_without_the_workflow_lock_concurrent_writers_would_fork_the_chain(pg_url: str) -> None:

@@ -12,7 +12,8 @@ Tools (``tools/call`` by name):
   never()              reads the request and never answers
   status(code)         answers with HTTP ``code`` and a plain-text body
   rpc_error_500()      side effect, then HTTP 500 with a JSON-RPC error body (the server's own answer)
-  forget()             forgets every session (a restart, as far as clients can tell), answers "forgot"
+  forget(version, refuse)  forgets every session (a restart, as far as clients can tell), answers "forgot";
+                       later initializes negotiate ``version`` if given, or are refused (HTTP 400) if ``refuse``
   resumable()          side effect, an SSE stream with a numbered priming event, dropped before the answer;
                        a GET with ``Last-Event-ID`` gets the answer
   announce()           pushes notifications/tools/list_changed on the GET stream, then answers "announced"
@@ -63,6 +64,8 @@ class Server:
         self.parked: dict[str, bytes] = {}  # event id -> the answer a resuming GET gets
         self.legacy_stream: asyncio.StreamWriter | None = None
         self.tasks: dict[str, str] = {}  # task id -> order
+        self.version = "2025-11-25"  # what initialize negotiates
+        self.refuse_initialize = False
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -103,7 +106,7 @@ class Server:
         self, method: str, target: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
     ) -> bool:
         if self.legacy:
-            return await self.route_legacy(method, target, body, writer)
+            return await self.route_legacy(method, target, body, writer, headers.get("traceparent"))
         session = headers.get("mcp-session-id")
         if method == "GET":
             if session not in self.sessions:
@@ -135,13 +138,17 @@ class Server:
             mcp_method=headers.get("mcp-method"),
             mcp_name=headers.get("mcp-name"),
             version=headers.get("mcp-protocol-version"),
+            traceparent=headers.get("traceparent"),
         )
+        if message.get("method") == "initialize" and self.refuse_initialize:
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32600, "message": "not today"}}
+            return await self.respond(writer, 400, json.dumps(error).encode())
         if message.get("method") == "initialize":
             self.counter += 1
             new = f"s{self.counter}"
             self.sessions.add(new)
             result = {
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": self.version,
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "faults", "version": "1.0.0"},
             }
@@ -190,6 +197,8 @@ class Server:
             return await self.respond(writer, 500, json.dumps(error).encode())
         if tool == "forget":
             self.sessions.clear()
+            self.version = str(arguments.get("version", self.version))
+            self.refuse_initialize = bool(arguments.get("refuse", False))
             for listener in self.listeners:
                 listener.transport.abort()
             self.listeners.clear()
@@ -218,7 +227,9 @@ class Server:
             return await self.respond(writer, 200, answer(message, text("announced")))
         return await self.respond(writer, 200, answer(message, text("?")))
 
-    async def route_legacy(self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def route_legacy(
+        self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter, traceparent: str | None = None
+    ) -> bool:
         if target.startswith("/mcp"):
             if method != "GET":
                 record("received", method="POST /mcp", tool=None, session=None)
@@ -230,7 +241,7 @@ class Server:
             await asyncio.Event().wait()
         message = json.loads(body)
         tool = (message.get("params") or {}).get("name") if message.get("method") == "tools/call" else None
-        record("received", method=message.get("method"), tool=tool, session="legacy")
+        record("received", method=message.get("method"), tool=tool, session="legacy", traceparent=traceparent)
         await self.respond(writer, 202, b"")
         if "id" in message and "method" in message and self.legacy_stream is not None:
             if message["method"] == "initialize":

@@ -151,8 +151,8 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "checkpoint_mcp", *options, "session", *args],
-            # The SDK passes only a few variables on: PYTHONPATH too, so a source checkout runs its own code.
-            env={**hermetic_git, **_pythonpath(), **(env or {})},
+            # The SDK passes on only a safe subset of our environment: PYTHONPATH too, so the server is this tree's.
+            env={**hermetic_git, **_python_path(), **(env or {})},
             cwd=str(cwd),
         )
         callback = None
@@ -169,11 +169,6 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
     return connect
 
 
-def _pythonpath() -> dict[str, str]:
-    """PYTHONPATH, for the servers and commands a test starts with an environment of its own."""
-    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
-
-
 @pytest.fixture
 def checkpoint_file() -> Callable[[Path], dict[str, Any]]:
     """Read and decode `<root>/.claude-checkpoint`."""
@@ -183,3 +178,7 @@ def checkpoint_file() -> Callable[[Path], dict[str, Any]]:
         return document
 
     return read
+
+
+def _python_path() -> dict[str, str]:
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}

@@ -16,7 +16,6 @@ from checkpoint_mcp.session.journals import Journaled, JournalSpec
 from checkpoint_mcp.session.merge import SaveRequest
 from checkpoint_mcp.session.root import ProjectRoot, RootSource
 
-from .conftest import _pythonpath
 from .helpers import FIXTURES, journal_calls
 from support import checkpoint_argv
 
@@ -25,7 +24,7 @@ def _brief(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     return subprocess.run(
         checkpoint_argv("brief", *args),
         cwd=repo,
-        env={**env, **_pythonpath(), "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**os.environ, **env, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree's code
         capture_output=True,
         text=True,
         timeout=60,

@@ -28,6 +28,7 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.telemetry import from_environ
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 from checkpoint_mcp.upstream.base import Upstream
@@ -54,7 +55,7 @@ def stdio_upstreams(command: str) -> Any:
 def remote_upstreams(remote: RemoteConfig) -> Any:
     """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
     own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
-    from checkpoint_mcp.upstream.http.remote import checked_settings, open_remote
+    from checkpoint_mcp.upstream.http.settings import checked_settings, open_remote
 
     checked_settings(remote, os.environ)  # a bad URL, header or CA file is an error now, not at the first session
 
@@ -127,7 +128,9 @@ def run_gateway(config: GatewayConfig) -> int:
             journal = open_journal(config.proxy.journal, audit_key=audit_key(config.proxy.audit_key_env))
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
-        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics())
+        telemetry = from_environ(os.environ)
+        stack.callback(telemetry.shutdown)  # the last spans are exported before the process ends
+        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics(), telemetry)
         mounts: dict[str, Any] = {}
         ui_token: str | None = None
         if journal is not None and config.proxy.journal is not None:

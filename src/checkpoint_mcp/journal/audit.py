@@ -254,9 +254,9 @@ def gc_anchor(
     start, start_rows, broken = _start(links)
     index = {link.hash: i for i, link in enumerate(links)}
     for i in range(len(links)):
-        if broken is not None:
-            return detail, None
-        broken = (_linkage(links, index, i) if i else None) or _content(links, i, key, None)
+        broken = broken or (_linkage(links, index, i) if i else None) or _content(links, i, key, None)
+    if broken is not None:
+        return detail, None
     last = -1
     while last + 1 < len(links) and links[last + 1].at < before:
         last += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -46,7 +47,7 @@ class Event(NamedTuple):
     workflow: str
     kind: str
     seq: int | None
-    detail: Mapping[str, Any]
+    detail: Mapping[str, Any] | str  # a JSON object, or its canonical text already made (``canonical_text``)
     at: str
 
 
@@ -64,38 +65,42 @@ class Link(NamedTuple):
 
 
 def text_digest(text: str | None) -> str | None:
-    """The digest of a stored JSON text column (arguments, outcome): hex SHA-256 of its canonical JSON, so an
-    export that re-spells the JSON verifies too; of the raw text if it is not JSON; None for NULL."""
-    if text is None:
-        return None
-    try:
-        return value_digest(json.loads(text))
-    except ValueError:
-        return hashlib.sha256(text.encode()).hexdigest()
+    """The digest of a stored text column (arguments, outcome): hex SHA-256 of its UTF-8 bytes, None for NULL.
 
-
-def value_digest(value: Any) -> str:
-    """The hex SHA-256 of a JSON value's canonical form.
-
-    Raises:
-        ValueError: the value has no canonical form.
+    The bytes as stored, not a canonical form: hashing costs next to nothing on the hot path, whatever the size
+    of a result, and `export` carries the stored texts so that its offline check recomputes the same digests.
     """
-    return hashlib.sha256(canonical_json(value)).hexdigest()
+    return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def canonical_text(detail: Mapping[str, Any]) -> str:
-    """The detail as stored: its canonical JSON.
+    """The detail as stored: its RFC 8785 canonical JSON (integers beyond 2**53 kept exact, keys still sorted).
 
     Raises:
         ValueError: the detail is not JSON (see ``signature.canonical_json``).
     """
-    return canonical_json(dict(detail)).decode()
+    data = canonical_json(dict(detail))
+    return (data[len(_EXACT) :] if data.startswith(_EXACT) else data).decode()
 
 
-def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail: Any, at: str, prev: str) -> bytes:
-    """The canonical bytes a link's hash covers."""
-    document = {"workflow": workflow, "n": n, "seq": seq, "kind": kind, "detail": detail, "at": at, "prev": prev}
-    return canonical_json(document)
+_EXACT = b"exact:"
+
+
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _string(text: str) -> str:
+    """A JSON string as RFC 8785 writes it: only quote, backslash and control characters are escaped."""
+    return f'"{text}"' if _ESCAPED.search(text) is None else json.dumps(text, ensure_ascii=False)
+
+
+def link_bytes(workflow: str, n: int, seq: int | None, kind: str, detail_text: str, at: str, prev: str) -> bytes:
+    """The canonical bytes a link's hash covers: the RFC 8785 form of ``{"at", "detail", "kind", "n", "prev",
+    "seq", "workflow"}``, with ``detail_text`` (already canonical, see ``canonical_text``) spliced in as it is."""
+    return (
+        f'{{"at":{_string(at)},"detail":{detail_text},"kind":{_string(kind)},"n":{n},"prev":{_string(prev)},'
+        f'"seq":{"null" if seq is None else seq},"workflow":{_string(workflow)}}}'
+    ).encode("utf-8", "surrogatepass")
 
 
 def seal(data: bytes, n: int, key: bytes | None) -> str:
@@ -127,7 +132,10 @@ def link_hash(link: Link, key: bytes | None) -> str | None:
     if not n:
         return None
     try:
-        data = link_bytes(link.workflow, n, link.seq, link.kind, json.loads(link.detail), link.at, link.prev)
+        detail = json.loads(link.detail)
+        if not isinstance(detail, dict):
+            return None
+        data = link_bytes(link.workflow, n, link.seq, link.kind, canonical_text(detail), link.at, link.prev)
     except ValueError:
         return None
     return seal(data, n, key if keyed(link.hash) else None)
@@ -135,35 +143,41 @@ def link_hash(link: Link, key: bytes | None) -> str | None:
 
 # ---- writing ----------------------------------------------------------------------------------------------
 
-_HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
+HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
 INSERT_LINK = "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
-def append(
-    execute: Execute,
-    events: Sequence[Event],
-    key: bytes | None,
-    lock: Callable[[str], None] | None = None,
-) -> list[tuple[Any, ...]]:
-    """Link ``events`` onto their workflows' chains, inside the caller's open transaction; the rows to insert.
+def heads_by_query(execute: Execute) -> Callable[[Sequence[str]], dict[str, str]]:
+    """Read chain heads one workflow at a time through ``execute`` (inside the caller's transaction)."""
 
-    ``lock(workflow)`` is called once per workflow, in sorted order, before its head is read: PostgreSQL locks
-    the workflow's row there so that concurrent writers to one chain take turns. A keyed writer appending to
-    an unkeyed chain first links a ``keyed`` event, after which every link of the chain must be keyed.
+    def heads(workflows: Sequence[str]) -> dict[str, str]:
+        found = {}
+        for workflow in workflows:
+            row = execute(HEAD, (workflow,)).fetchone()
+            found[workflow] = row[0] if row else ""
+        return found
+
+    return heads
+
+
+def append(
+    events: Sequence[Event], key: bytes | None, heads_of: Callable[[Sequence[str]], dict[str, str]]
+) -> list[tuple[Any, ...]]:
+    """Link ``events`` onto their workflows' chains; the rows to insert into ``events``.
+
+    ``heads_of(workflows)`` (sorted) gives each chain's newest hash, read inside the transaction that will insert
+    the rows; on PostgreSQL it first locks each workflow's row, so that concurrent writers to one chain take
+    turns. A keyed writer appending to an unkeyed chain first links a ``keyed`` event, after which every link of
+    the chain must be keyed.
     """
-    heads: dict[str, str] = {}
-    for workflow in sorted({event.workflow for event in events}):
-        if lock is not None:
-            lock(workflow)
-        row = execute(_HEAD, (workflow,)).fetchone()
-        heads[workflow] = row[0] if row else ""
+    heads = heads_of(sorted({event.workflow for event in events}))
     rows: list[tuple[Any, ...]] = []
 
-    def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any], at: str) -> None:
-        text = canonical_text(detail)
+    def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any] | str, at: str) -> None:
+        text = detail if isinstance(detail, str) else canonical_text(detail)
         prev = heads[workflow]
         n = (position(prev) or 0) + 1
-        sealed = seal(link_bytes(workflow, n, seq, kind, json.loads(text), at, prev), n, key)
+        sealed = seal(link_bytes(workflow, n, seq, kind, text, at, prev), n, key)
         rows.append((workflow, seq, kind, text, at, prev, sealed))
         heads[workflow] = sealed
 
@@ -200,7 +214,7 @@ def start_chains(execute: Execute, key: bytes | None, from_version: int, now: st
         )
         for w in sorted(set(workflows) | set(per))
     ]
-    for link in append(execute, events, key):
+    for link in append(events, key, heads_by_query(execute)):
         execute(INSERT_LINK, link)
     return len(events)
 
@@ -231,14 +245,22 @@ def row_digest(
     }
 
 
-def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> dict[str, Any]:
-    """The detail of a ``reserved`` event."""
-    return {"tool": tool, "arguments": text_digest(arguments), "signature": signature, "key": key}
+def _nullable(text: str | None) -> str:
+    return "null" if text is None else _string(text)
 
 
-def finished_detail(outcome: str | None) -> dict[str, Any]:
-    """The detail of a ``completed`` or ``failed`` event."""
-    return {"outcome": text_digest(outcome)}
+def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> str:
+    """The canonical text of a ``reserved`` event's detail (``{"arguments", "key", "signature", "tool"}``),
+    written directly: it is on every journaled call's path."""
+    return (
+        f'{{"arguments":{_nullable(text_digest(arguments))},"key":{_nullable(key)},'
+        f'"signature":{_string(signature)},"tool":{_string(tool)}}}'
+    )
+
+
+def finished_detail(outcome: str | None) -> str:
+    """The canonical text of a ``completed`` or ``failed`` event's detail (``{"outcome"}``)."""
+    return f'{{"outcome":{_nullable(text_digest(outcome))}}}'
 
 
 def row_after(rows: dict[int, dict[str, Any]], link: Link, detail: Mapping[str, Any]) -> None:

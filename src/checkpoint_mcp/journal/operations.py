@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR, UsageError, WorkflowOwned
-from checkpoint_mcp.journal import audit, chain
+from checkpoint_mcp.journal import audit, chain, report
 from checkpoint_mcp.journal.base import (
     REDACTED_ARGUMENTS,
     CallRecord,
@@ -19,7 +19,6 @@ from checkpoint_mcp.journal.base import (
     ResolveAction,
     WorkflowSummary,
 )
-from checkpoint_mcp.journal.report import iso_before
 
 
 def describe(journal: Journal, workflow: str) -> tuple[WorkflowSummary, list[CallRecord], list[Resolution]]:
@@ -89,7 +88,7 @@ def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], lis
     Returns what was removed (workflow -> sequences) and the roots skipped because a proxy owns them.
     """
     owned = sorted({s.root for s in journal.workflows() if s.owner is not None})
-    return journal.collect(iso_before(age), skip_roots=owned), owned
+    return journal.collect(report.iso_before(age), skip_roots=owned), owned
 
 
 def _call_rows(records: list[CallRecord]) -> dict[int, dict[str, Any]]:
@@ -129,6 +128,39 @@ def link_json(link: chain.Link) -> dict[str, Any]:
     }
 
 
+def export_call_json(record: CallRecord) -> dict[str, Any]:
+    """One call for `export`: as `show --json` has it, plus its texts exactly as stored (what the chain's digests
+    cover, so that `verify --export` can check them)."""
+    return {**report.call_json(record), "stored": {"arguments": record.arguments, "outcome": record.outcome}}
+
+
+def _exported_row(item: dict[str, Any]) -> dict[str, Any]:
+    """The row digest of an exported call, from its stored texts; a text that no longer reads as the call's shown
+    value (one of them was edited in the file) gets a digest no chain has."""
+    stored = item["stored"]
+    shown = {"arguments": None if item["redacted"] else item["arguments"], "outcome": item["outcome"]}
+    digests: dict[str, str | None] = {}
+    for field in ("arguments", "outcome"):
+        text = stored[field]
+        digests[field] = chain.text_digest(text)
+        if field == "arguments" and item["redacted"]:
+            agrees = text == REDACTED_ARGUMENTS
+        else:
+            agrees = report.json_or_text(text) == shown[field]
+        if not agrees:
+            digests[field] = f"(the shown {field} differ from the stored text)"
+    return {
+        "tool": item["tool"],
+        "arguments": digests["arguments"],
+        "signature": item["signature"],
+        "state": item["state"],
+        "outcome": digests["outcome"],
+        "started_at": item["startedAt"],
+        "finished_at": item["finishedAt"],
+        "key": item["key"],
+    }
+
+
 def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainReport]:
     """Verify the chains and calls of an `export` file, without the journal.
 
@@ -150,17 +182,7 @@ def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainRe
                 )  # fmt: skip
                 links.setdefault(found.workflow, []).append(found)
             elif item["type"] == "call":
-                arguments = REDACTED_ARGUMENTS if item["redacted"] else None
-                rows.setdefault(item["workflow"], {})[int(item["seq"])] = {
-                    "tool": item["tool"],
-                    "arguments": chain.text_digest(arguments) if arguments else chain.value_digest(item["arguments"]),
-                    "signature": item["signature"],
-                    "state": item["state"],
-                    "outcome": None if item["outcome"] is None else chain.value_digest(item["outcome"]),
-                    "started_at": item["startedAt"],
-                    "finished_at": item["finishedAt"],
-                    "key": item["key"],
-                }
+                rows.setdefault(item["workflow"], {})[int(item["seq"])] = _exported_row(item)
         except (ValueError, KeyError, TypeError) as exc:
             message = f"line {number} of the export is not a link or call of `checkpoint journal export`: {exc}"
             raise UsageError(message) from exc

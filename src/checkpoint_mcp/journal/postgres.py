@@ -31,6 +31,7 @@ from checkpoint_mcp.errors import (
     UsageError,
     WorkflowOwned,
 )
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
@@ -89,6 +90,9 @@ def masked(url: str) -> str:
 def lock_key(root: str) -> int:
     """The advisory lock id of a workflow lineage: 64 bits of SHA-256, as a signed bigint."""
     return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big", signed=True)
+
+
+_LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
 
 
 @functools.lru_cache(maxsize=256)
@@ -316,18 +320,53 @@ class PostgresJournal(SqlJournal):
         with self._conn.cursor() as cursor:
             cursor.executemany(_dialect(sql), rows)
 
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Lock each workflow's row, then read its chain's head, in one round trip: one query of several
+        statements (bound by psycopg on the client), each taking its own snapshot, so a head is read only once
+        the lock before it is held."""
+        assert psycopg is not None
+        query = " ".join(f"{_LOCK_WORKFLOW}; {_dialect(chain.HEAD)};" for _ in workflows)
+        params = [value for workflow in workflows for value in (workflow, workflow)]
+        heads: dict[str, str] = {}
+        missing: list[str] = []
+        with psycopg.ClientCursor(self._conn) as cursor:
+            cursor.execute(query, params)
+            for index, workflow in enumerate(workflows):
+                if index:
+                    cursor.nextset()
+                locked = cursor.fetchone() is not None
+                cursor.nextset()
+                row = cursor.fetchone()
+                if locked:
+                    heads[workflow] = row[0] if row else ""
+                else:
+                    missing.append(workflow)
+        for workflow in missing:  # an event names a workflow the journal has not seen: lock it, then read
+            self.lock_workflow(workflow)
+            row = self._conn.execute(_dialect(chain.HEAD), (workflow,)).fetchone()
+            heads[workflow] = row[0] if row else ""
+        return heads
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """One INSERT of every row (one round trip, where ``executemany`` takes a pipeline's several)."""
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        self._conn.execute(
+            f"INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES {values}",
+            [value for row in rows for value in row],
+        )
+
     def lock_workflow(self, workflow: str) -> None:
         """Lock the workflow's row until the transaction ends (creating the row if an event names a workflow the
         journal has not seen), so that replicas appending to one chain take turns: each reads the head the
         previous one committed."""
-        if self._conn.execute("SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE", (workflow,)).fetchone():
+        if self._conn.execute(_LOCK_WORKFLOW, (workflow,)).fetchone():
             return
         self._conn.execute(
             "INSERT INTO workflows (workflow_id, root_id, created_at) VALUES (%s, %s, %s)"
             " ON CONFLICT (workflow_id) DO NOTHING",
             (workflow, workflow, utc_now()),
         )
-        self._conn.execute("SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE", (workflow,))
+        self._conn.execute(_LOCK_WORKFLOW, (workflow,))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

@@ -283,8 +283,8 @@ class _SqlUnit(UnitOfWork):
         return Lineage((Branch(name, seq), *lineage.branches))
 
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
-        chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
-        self._ops.append((EVENT, (), Event(workflow, kind, seq, detail, utc_now())))
+        text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
     def commit(self) -> None:
         ops, self._ops = self._ops, []
@@ -339,6 +339,12 @@ class SqlJournal(Journal):
         SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
         """
 
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Each workflow's newest link hash ("" for none), its writers locked out first (inside a transaction)."""
+        for workflow in workflows:
+            self.lock_workflow(workflow)
+        return chain.heads_by_query(self.execute)(workflows)
+
     def write_txn(self, groups: list[Group]) -> None:
         """The statements of ``groups`` and the links of their events, inside the caller's transaction.
 
@@ -361,8 +367,11 @@ class SqlJournal(Journal):
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link ``events`` onto their chains, inside the caller's transaction."""
         if events:
-            rows = chain.append(self.execute, events, self.audit_key, self.lock_workflow)
-            self.execute_many(chain.INSERT_LINK, rows)
+            self.insert_links(chain.append(events, self.audit_key, self.chain_heads))
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of ``events`` (inside the caller's transaction)."""
+        self.execute_many(chain.INSERT_LINK, rows)
 
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.
@@ -370,9 +379,9 @@ class SqlJournal(Journal):
         Raises:
             ValueError: ``detail`` has no canonical JSON form.
         """
-        chain.canonical_text(detail)
+        text = chain.canonical_text(detail)
         with self.transaction():
-            self.link_txn([Event(workflow_id, kind, seq, detail, utc_now())])
+            self.link_txn([Event(workflow_id, kind, seq, text, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:

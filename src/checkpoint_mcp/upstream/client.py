@@ -35,7 +35,7 @@ def open_upstream(upstream_cmd: str | None, remote: RemoteConfig | None) -> Upst
         UsageError: a remote upstream's settings cannot work.
     """
     if remote is not None:
-        from checkpoint_mcp.upstream.http.remote import open_remote
+        from checkpoint_mcp.upstream.http.settings import open_remote
 
         return open_remote(remote, os.environ)
     assert upstream_cmd is not None

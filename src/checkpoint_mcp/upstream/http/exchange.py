@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 
 from checkpoint_mcp.upstream.http.headers import OutgoingMessage
-from checkpoint_mcp.upstream.http.sse import to_line
+from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
 
 ERROR_BODY_LIMIT = 1 << 20  # bytes of a 4xx/5xx body read to look for a JSON-RPC error
@@ -98,6 +98,31 @@ async def read_body(response: httpx2.Response, limit: int | None = None) -> byte
     except httpx2.HTTPError as exc:
         raise Lost(f"the body broke off: {describe(exc)}") from exc
     return bytes(body)
+
+
+async def read_answer(response: httpx2.Response, message: OutgoingMessage, deadlines: Deadlines) -> bytes:
+    """The answer to ``message`` in a successful response: its JSON body, or the event of its SSE stream that
+    answers it (other events are passed over: this is for requests of the proxy's own).
+
+    Raises:
+        Lost: the body or stream ended or broke without the answer.
+    """
+    if content_type(response) != "text/event-stream":
+        line = to_line(await read_body(response))
+        if not line:
+            raise Lost(f"HTTP {response.status_code} with an empty body")
+        return line
+    parser = EventParser()
+    try:
+        async with deadlines.bounded():
+            async for chunk in response.aiter_bytes():
+                for event in parser.feed(chunk):
+                    line = to_line(event.data) if event.event == "message" else b""
+                    if line and response_key(line) == message.key:
+                        return line
+    except (httpx2.HTTPError, EventTooLarge, TimeoutError) as exc:
+        raise Lost(describe(exc)) from exc
+    raise Lost("the stream ended without an answer")
 
 
 def jsonrpc_error(body: bytes, message: OutgoingMessage) -> bytes | None:

@@ -52,6 +52,8 @@ class StreamOwner(Protocol):
 
     def stream_lost(self) -> None: ...
 
+    def trace_context(self, message: OutgoingMessage) -> dict[str, str]: ...
+
 
 class LegacyStream:
     """The 2024-11-05 transport: one event stream for every message from the server, POSTs to its endpoint."""
@@ -128,9 +130,8 @@ class LegacyStream:
             self._waiting[message.key] = message
         try:
             async with upstream.deadlines.bounded():
-                response = await self._client.post(
-                    self._endpoint, content=message.body, headers={"content-type": "application/json"}
-                )
+                headers = {"content-type": "application/json", **upstream.trace_context(message)}
+                response = await self._client.post(self._endpoint, content=message.body, headers=headers)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             self._answer_refused(message, None, describe(exc))
             return

@@ -169,11 +169,6 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
     return connect
 
 
-def _pythonpath() -> dict[str, str]:
-    """PYTHONPATH, for the servers and commands a test starts with an environment of its own."""
-    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
-
-
 @pytest.fixture
 def checkpoint_file() -> Callable[[Path], dict[str, Any]]:
     """Read and decode `<root>/.claude-checkpoint`."""

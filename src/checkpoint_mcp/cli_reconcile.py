@@ -27,8 +27,8 @@ def journal_reconcile(
 
     The upstream is the proxy's (--upstream-cmd or --upstream-url, with their flags). A call whose probe proves it
     ran becomes COMPLETED (with the evidence); one the probe proves did not run is released; a tool with an
-    idempotency key in an argument is sent again under the same key. Anything else stays in doubt. Refused while a
-    live proxy owns the workflow. WORKFLOW defaults to the proxy's default workflow for this journal.
+    idempotency key (in an argument or a header) is sent again under the same key. Anything else stays in doubt.
+    Refused while a live proxy owns the workflow. WORKFLOW defaults to the proxy's default workflow for this journal.
     """
     from checkpoint_mcp.journal import default_workflow_id, open_journal
     from checkpoint_mcp.proxy.reconcile import reconcile, render

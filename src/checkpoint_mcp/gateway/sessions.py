@@ -158,11 +158,11 @@ class Gateway:
         except Exception as exc:
             self.upstream_error = str(exc)
             raise
-        if trace is not None and url is not None:
+        if url is not None:
             from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
             if isinstance(upstream, RemoteUpstream):
-                upstream.trace_headers = trace.headers_for
+                upstream.request_headers = interceptor.upstream_headers
         channel = Channel(
             name,
             interceptor,

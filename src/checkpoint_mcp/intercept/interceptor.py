@@ -342,6 +342,19 @@ class Interceptor:
         key = idempotency_key(claimed.workflow, claimed.seq, claimed.key)
         return with_key_argument(line, idempotency.argument, key)
 
+    def upstream_headers(self, key: tuple[str, Any] | None) -> dict[str, str]:
+        """The HTTP headers an ``--upstream-url`` upstream adds to the request with ``id_key`` ``key``: the
+        idempotency key of a call whose tool's policy puts it in a header (``{ header = "NAME" }``), else none."""
+        entry = self._in_flight.get(key) if key is not None else None
+        policy = self._config.policy
+        if entry is None or entry.track is not Track.TOOL_CALL or entry.claimed is None or policy is None:
+            return {}
+        claimed = entry.claimed
+        idempotency = policy.rule_for(claimed.tool).idempotency
+        if idempotency is None or idempotency.header is None:
+            return {}
+        return {idempotency.header: idempotency_key(claimed.workflow, claimed.seq, claimed.key)}
+
     # ---- in-doubt calls a policy settles (see settling.py) -----------------------------------------------
 
     def _settle(

@@ -96,15 +96,14 @@ class Settler:
         if rule.probe is not None and probe_read_only:
             return self._ask(ident, line, params, unsettled, claimed, rule.probe)
         idempotency = rule.idempotency
-        if idempotency is not None and idempotency.argument is not None:
-            return self._resend(ident, line, unsettled, claimed, idempotency.argument)
+        if idempotency is not None:
+            return self._resend(ident, line, unsettled, claimed, idempotency.argument, idempotency.header)
         if rule.probe is not None:
             why = (
                 f"its tool is not known to be read-only: declare [tools.{rule.probe.tool}] read_only = true, or let "
                 "a tools/list that marks it readOnlyHint pass through this proxy first"
             )
             return self._unsettled(ident, unsettled, claimed, unanswered(rule.probe, {}, why))
-        # The header form needs the remote upstream's help, which this proxy does not have.
         return self._unsettled(ident, unsettled, claimed, None)
 
     def _ask(
@@ -122,17 +121,19 @@ class Settler:
         return Ask(probe_request(probe_id, probe, built, meta), probe_id, probe.timeout, pending)
 
     def _resend(
-        self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed, argument: str
+        self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed, argument: str | None, header: str | None
     ) -> Forward | Answer:
+        """Send the in-doubt call again under its key: in ``argument``, or in the HTTP ``header`` the remote
+        upstream adds to the forwarded call (``Interceptor.upstream_headers``), the client's bytes unchanged."""
         record = unsettled.record
         key = idempotency_key(record.workflow, record.seq, record.key)
-        evidence = resent_evidence(key, f"argument {argument}")
+        evidence = resent_evidence(key, f"argument {argument}" if argument is not None else f"header {header}")
         if not self._journal.settle(
             record.workflow, record.seq, ResolveAction.RELEASED, None, "idempotency key", dumps(evidence), keep_row=True
         ):
             return self._unsettled(ident, unsettled, claimed, None)
         logger.info("call #%d (%s) was in doubt: sent again under its idempotency key", record.seq, record.tool)
-        return Forward(with_key_argument(line, argument, key), claimed)
+        return Forward(with_key_argument(line, argument, key) if argument is not None else line, claimed)
 
     def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answer:
         """The probe answered: settle the call by its verdict."""

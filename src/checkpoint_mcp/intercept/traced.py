@@ -76,6 +76,10 @@ class TracedInterceptor(Interceptor):
         """See ``Interceptor.abandon``."""
         return self._answered(super().abandon(ident, reason))
 
+    def upstream_headers(self, key: tuple[str, Any] | None) -> dict[str, str]:
+        """See ``Interceptor.upstream_headers``; with the ``traceparent`` of the request's upstream exchange."""
+        return {**self.trace.headers_for(key), **super().upstream_headers(key)}
+
     def _answered(self, lines: list[bytes]) -> list[bytes]:
         self.trace.to_client(lines)
         return lines

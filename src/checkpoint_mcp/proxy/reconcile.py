@@ -4,7 +4,8 @@ The operator's counterpart of what a proxy does when a call meets an in-doubt ro
 process runs, the rule of its tool decides. A probe is asked through an MCP session of our own with the upstream
 (``upstream/client.py``); what it proves is recorded as a proxy would (``Journal.settle``): happened → COMPLETED,
 with the evidence; did not happen → released (the next call at that sequence runs). A tool with an idempotency key
-in an argument is sent again under the very key its first attempt carried, and its answer completes the row.
+(in an argument, or an HTTP header of an ``--upstream-url`` upstream) is sent again under the very key its first
+attempt carried, and its answer completes the row.
 Anything else (no rule, an error, a timeout, an ambiguous probe, redacted arguments) leaves the call in doubt.
 ``dry_run`` asks the probes (they only read) but writes nothing and re-sends nothing.
 
@@ -122,10 +123,9 @@ async def _resend(
 
     idempotency = rule.idempotency
     assert idempotency is not None
-    if idempotency.argument is None:
-        return decided("in doubt", "its idempotency key goes in a header; only a proxy before the upstream sends it")
     key = idempotency_key(row.workflow, row.seq, row.key)
-    evidence = resent_evidence(key, f"argument {idempotency.argument}")
+    how = f"argument {idempotency.argument}" if idempotency.argument is not None else f"header {idempotency.header}"
+    evidence = resent_evidence(key, how)
     if dry_run:
         return decided("re-sent", f"would be sent again under its idempotency key {key}", evidence)
     if journal.take_in_doubt(row.workflow, row.seq) is None or not journal.settle(
@@ -133,9 +133,14 @@ async def _resend(
     ):
         return decided("in doubt", "another process took it meanwhile")
     sent = {**arguments}
-    sent.setdefault(idempotency.argument, key)
+    headers: dict[str, str] = {}
+    if idempotency.argument is not None:
+        sent.setdefault(idempotency.argument, key)
+    else:
+        assert idempotency.header is not None
+        headers[idempotency.header] = key
     try:
-        answer = await client.exchange("tools/call", {"name": row.tool, "arguments": sent})
+        answer = await client.exchange("tools/call", {"name": row.tool, "arguments": sent}, headers=headers)
     except UpstreamError as exc:
         return decided("in doubt", f"sent again under its key {key}, but got no answer: {exc}", evidence)
     unit = journal.unit()

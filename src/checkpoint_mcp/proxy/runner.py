@@ -62,12 +62,12 @@ def run_proxy(config: ProxyConfig) -> int:
         stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
         url = config.remote.url if config.remote is not None else None
         trace = tracer.session(peer("pipe", url), journaled=journal is not None, redact_args=config.redact_args)
-        if trace is not None and config.remote is not None:
+        interceptor = traced(trace, config, journal, lineage)
+        if config.remote is not None:
             from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
             assert isinstance(upstream, RemoteUpstream)
-            upstream.trace_headers = trace.headers_for
-        interceptor = traced(trace, config, journal, lineage)
+            upstream.request_headers = interceptor.upstream_headers
         client_in, client_out = _wire_streams(stack)
         relay = Relay(upstream, interceptor, client_in, client_out)
         return asyncio.run(relay.run())

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import os
+import sys
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Final
@@ -20,7 +21,7 @@ from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
-from checkpoint_mcp.wire import Kind, WireParseError, classify, encode
+from checkpoint_mcp.wire import Kind, WireParseError, classify, encode, id_key
 
 PROTOCOL_VERSION: Final = "2025-06-18"
 CLIENT_INFO: Final = {"name": "checkpoint", "version": "0"}
@@ -58,6 +59,10 @@ class McpClient:
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._gone = False
         self.server_info: Mapping[str, Any] = {}
+        self._headers: dict[tuple[str, Any] | None, dict[str, str]] = {}  # a request's own HTTP headers, by id
+        remote = sys.modules.get("checkpoint_mcp.upstream.http.remote")  # loaded if the upstream is one
+        if remote is not None and isinstance(upstream, remote.RemoteUpstream):
+            upstream.request_headers = lambda key: self._headers.get(key, {})
 
     async def __aenter__(self) -> McpClient:
         """Start the upstream and do the handshake.
@@ -83,8 +88,15 @@ class McpClient:
     ) -> None:
         await self._upstream.shutdown()
 
-    async def exchange(self, method: str, params: Mapping[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """Send a request and return the whole response message (a ``result`` or an ``error``).
+    async def exchange(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Send a request and return the whole response message (a ``result`` or an ``error``); ``headers`` go
+        with its POST to an ``--upstream-url`` upstream (a stdio child has none).
 
         Raises:
             UpstreamError: the server exited, or did not answer within ``timeout`` (by default the client's).
@@ -94,6 +106,8 @@ class McpClient:
         ident = next(self._ids)
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[ident] = answer
+        if headers:
+            self._headers[id_key(ident)] = dict(headers)
         self._upstream.send(encode({"jsonrpc": "2.0", "id": ident, "method": method, "params": dict(params)}))
         limit = self._timeout if timeout is None else timeout
         try:
@@ -102,6 +116,7 @@ class McpClient:
             raise UpstreamError(f"the upstream did not answer {method} within {limit:g}s") from None
         finally:
             self._waiting.pop(ident, None)
+            self._headers.pop(id_key(ident), None)
 
     async def request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Send a request and return its ``result`` object.

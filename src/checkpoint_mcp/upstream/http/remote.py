@@ -113,9 +113,9 @@ class RemoteUpstream:
         self._legacy: LegacyStream | None = None
         self._closing = False
         self._ended = asyncio.Event()
-        self.trace_headers: Callable[[tuple[str, Any] | None], dict[str, str]] | None = None
-        """Telemetry on: the ``traceparent`` of a request's upstream exchange, by its ``id_key`` (a header, so the
-        request's bytes stay verbatim)."""
+        self.request_headers: Callable[[tuple[str, Any] | None], dict[str, str]] | None = None
+        """Headers for a request's POST, by its ``id_key`` (telemetry's ``traceparent``, a tool policy's
+        idempotency key): headers, so the request's bytes stay verbatim."""
 
     # ---- the Upstream interface ------------------------------------------------------------------------------
 
@@ -431,10 +431,10 @@ class RemoteUpstream:
         return headers
 
     def trace_context(self, message: OutgoingMessage) -> dict[str, str]:
-        """The ``traceparent`` naming the proxy's span for this request's exchange (telemetry on), else nothing."""
-        if self.trace_headers is None or message.key is None:
+        """This request's own headers (``request_headers``: a ``traceparent``, an idempotency key), else nothing."""
+        if self.request_headers is None or message.key is None:
             return {}
-        return self.trace_headers(message.key)
+        return self.request_headers(message.key)
 
     def _session_headers(self) -> dict[str, str]:
         headers = self._mcp.version_header()

@@ -26,6 +26,7 @@ from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
     from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.ui.app import SettleAction
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -253,10 +254,28 @@ def serve(**options: Any) -> None:
     from checkpoint_mcp.gateway.runner import run_gateway
 
     try:
-        code = run_gateway(config)
+        code = run_gateway(config, _serve_settle(config.proxy, options.get("upstream_timeout")))
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(code)
+
+
+def _serve_settle(proxy: ProxyConfig, timeout: float | None) -> SettleAction | None:
+    """The settle action of the pages `checkpoint serve` mounts at /ui: with ``--policy`` and a journal, the one
+    `checkpoint journal ui` gives its pages (``proxy/reconcile.py``), reaching serve's own upstream; else None.
+    Built here because gateway/ never imports proxy/.
+
+    Raises:
+        UsageError: the audit key's variable is named but unset.
+    """
+    if proxy.policy is None or proxy.journal is None:
+        return None
+    from checkpoint_mcp.config import DEFAULT_UPSTREAM_TIMEOUT, audit_key
+    from checkpoint_mcp.proxy.reconcile import settle_action
+
+    key = audit_key(proxy.audit_key_env)
+    wait = float(timeout or DEFAULT_UPSTREAM_TIMEOUT)
+    return settle_action(proxy.journal, proxy.policy, proxy.upstream_cmd, proxy.remote, wait, key)
 
 
 @main.command()

@@ -29,6 +29,7 @@ from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.telemetry import from_environ
+from checkpoint_mcp.ui.app import SettleAction
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 from checkpoint_mcp.upstream.base import Upstream
@@ -116,8 +117,11 @@ async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig, ui_to
     await task
 
 
-def run_gateway(config: GatewayConfig) -> int:
+def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> int:
     """Serve until SIGTERM/SIGINT (0) or until the journal is lost for good (1).
+
+    ``settle``: the /ui pages' action on an in-doubt call (built by the CLI from ``--policy`` and the upstream, as
+    for `checkpoint journal ui`); None: the pages cannot settle calls.
 
     Raises:
         JournalError: the journal cannot be opened.
@@ -142,6 +146,7 @@ def run_gateway(config: GatewayConfig) -> int:
                 allowed_hosts=LOOPBACK_NAMES if config.loopback else ("*",),
                 shown_location=journal.location,
                 audit_key=journal.audit_key,
+                settle=settle,
             )
             stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
             mounts["/ui"] = pages

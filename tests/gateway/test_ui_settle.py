@@ -4,7 +4,9 @@ carry the cookie and the CSRF field the page gave, as a browser sends them."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
-from gatewayproc import GatewayProcess, request
+from gatewayproc import MODERN, GatewayProcess, modern_call, request
 from ledger import POLICY, ledger, verified
 
 from support import ProxyProcess, journal_states, server_cmd, wait_until
@@ -154,3 +156,38 @@ def test_serve_without_a_policy_offers_no_settle_action(tmp_path: Path) -> None:
         page = Operator(pages_url(gateway)).get("call?workflow=orders&seq=1")
         assert 'id="resolve-completed"' in page
         assert 'id="settle"' not in page
+
+
+def test_on_postgresql_a_live_replica_s_pages_settle_the_call_a_killed_replica_left_in_doubt(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Replicas own no workflow (each row names its replica): a live replica serving the workflow does not block
+    settling a call whose replica is dead, as `checkpoint journal reconcile` decides; the dead one's call only."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.format(probe="list_outbox"))
+    upstream = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", pg_url, "--policy", str(policy))
+    env = {"LEDGER_DIR": str(tmp_path)}
+    trigger = {**env, "CHECKPOINT_DEBUG_TRIGGER": "after_upstream_reply"}
+    with GatewayProcess(*upstream, env=env) as survivor, GatewayProcess(*upstream, env=trigger) as victim:
+        call = modern_call(1, "send_email", MAIL, checkpoint_seq=1)
+        with contextlib.suppress(OSError):
+            request(victim.port, "POST", "/w/orders/mcp", call, MODERN)
+        assert victim.proc.wait(20) == -9
+        assert journal_states(pg_url, "orders") == {1: CallState.PENDING}
+        served = request(survivor.port, "POST", "/w/orders/mcp", modern_call(2, "list_outbox", MAIL), MODERN)
+        assert served.status == 200, served.body  # the survivor serves the workflow meanwhile
+
+        operator = Operator(pages_url(survivor))
+        page = operator.get("call?workflow=orders&seq=1")
+        deadline = time.monotonic() + 30
+        while True:  # until the dead replica's liveness lock is gone, its call is in flight, not in doubt
+            status, body = operator.settle(page)
+            assert status == 200, body
+            if "completed — probe list_outbox" in body:
+                break
+            assert "no call is in doubt" in body, body
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        assert journal_states(pg_url, "orders")[1] is CallState.COMPLETED
+    assert [e["event"] for e in ledger(tmp_path)].count("done") == 1  # the mail went out once
+    verified(pg_url)

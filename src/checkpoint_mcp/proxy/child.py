@@ -54,7 +54,8 @@ class ChildUpstream:
         assert proc.stdin is not None
         assert proc.stdout is not None
         reader, _ = await loop.connect_read_pipe(lambda: Reader(self._data, self._eof), proc.stdout)
-        reader.max_size = PIPE_READ  # type: ignore[attr-defined]
+        with contextlib.suppress(AttributeError):  # asyncio's pipe transport; uvloop's sizes its reads itself
+            reader.max_size = PIPE_READ  # type: ignore[attr-defined]
         self._reader = reader
         writer, _ = await loop.connect_write_pipe(lambda: Writer(sink.pause_client, self._stdin_lost), proc.stdin)
         writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)

@@ -20,11 +20,11 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
-from checkpoint_mcp.proxy.options import upstream_choice, upstream_options
+from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
+    from checkpoint_mcp.config import ProxyConfig
     from checkpoint_mcp.journal.base import Journal
-    from checkpoint_mcp.proxy.config import ProxyConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -124,7 +124,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     Raises:
         click.UsageError: not exactly one upstream, or a remote-only flag without --upstream-url.
     """
-    from checkpoint_mcp.proxy.config import ProxyConfig
+    from checkpoint_mcp.config import ProxyConfig
 
     upstream_cmd, remote = upstream_choice(options)
     return ProxyConfig(

@@ -2,5 +2,8 @@
 
 ``app`` builds the Starlette application (routes and guards), ``endpoint`` serves the MCP endpoint in both
 protocol eras, ``sessions`` holds the sessions and workflow channels, ``channel`` pumps one upstream through
-its interceptor (as ``proxy.relay`` does for stdio), ``runner`` serves it all with uvicorn.
+its interceptor (as the stdio relay does), ``runner`` serves it all with uvicorn.
+
+A pump, like ``proxy/``: it may import ``intercept/``, ``upstream/``, ``journal/`` and ``ui/`` (the pages it
+mounts); never ``proxy/``. The two pumps share only the interceptor and the upstreams.
 """

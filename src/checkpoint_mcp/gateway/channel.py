@@ -23,8 +23,9 @@ from typing import Any
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
-from checkpoint_mcp.proxy.interceptor import Interceptor, Join, internal_error_replies
-from checkpoint_mcp.proxy.upstream import Upstream
+from checkpoint_mcp.intercept.interceptor import Interceptor, Join
+from checkpoint_mcp.intercept.messages import internal_error_replies
+from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import (
     Kind,
     Message,

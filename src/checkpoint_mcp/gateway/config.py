@@ -6,9 +6,9 @@ import os
 from typing import NamedTuple
 
 from checkpoint_mcp import listen
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.listen import is_loopback
-from checkpoint_mcp.proxy.config import ProxyConfig
 
 DEFAULT_LISTEN = "127.0.0.1:8808"
 DEFAULT_MAX_BODY = 64 * 1024 * 1024

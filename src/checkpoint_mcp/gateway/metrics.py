@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from checkpoint_mcp.errors import ERROR_CODES
-from checkpoint_mcp.proxy.calls import META_KEY
+from checkpoint_mcp.intercept.calls import META_KEY
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import uvicorn
 
+from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.gateway.app import build_app
 from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
@@ -27,17 +28,17 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.proxy.config import RemoteConfig
-from checkpoint_mcp.proxy.upstream import Upstream, spawn
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 
 logger = logging.getLogger(__name__)
 
 
 def stdio_upstreams(command: str) -> Any:
     """A factory of stdio upstreams: each call starts ``/bin/sh -c command`` as a new child."""
-    from checkpoint_mcp.proxy.child import ChildUpstream
+    from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     async def start() -> Upstream:
         try:
@@ -53,7 +54,7 @@ def stdio_upstreams(command: str) -> Any:
 def remote_upstreams(remote: RemoteConfig) -> Any:
     """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
     own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
-    from checkpoint_mcp.proxy.remote import checked_settings, open_remote
+    from checkpoint_mcp.upstream.http.remote import checked_settings, open_remote
 
     checked_settings(remote, os.environ)  # a bad URL, header or CA file is an error now, not at the first session
 

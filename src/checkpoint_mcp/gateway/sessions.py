@@ -27,11 +27,11 @@ from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
+from checkpoint_mcp.intercept.calls import CallJournal
+from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.journal.base import CallState, Journal, Ownership
 from checkpoint_mcp.journal.replicas import ReplicaPresence
-from checkpoint_mcp.proxy.calls import CallJournal
-from checkpoint_mcp.proxy.interceptor import Interceptor
-from checkpoint_mcp.proxy.upstream import Upstream
+from checkpoint_mcp.upstream.base import Upstream
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ Lifecycle (every wait is bounded):
   the upstream ``SIGNAL_GRACE_SECONDS`` to shut down, then kill it; a second signal kills it at once;
 * upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), clean
   up what is left of it, exit non-zero;
-* the proxy itself killed: a child upstream dies with us (see ``upstream.spawn``).
+* the proxy itself killed: a child upstream dies with us (see ``upstream.stdio.process.spawn``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.proxy.interceptor import Interceptor, internal_error_replies
-from checkpoint_mcp.proxy.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
-from checkpoint_mcp.proxy.upstream import Upstream
+from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.messages import internal_error_replies
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,12 @@ import sys
 from contextlib import ExitStack
 from typing import IO
 
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.proxy.upstream import Upstream, spawn
+from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.upstream.stdio.process import spawn
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def run_proxy(config: ProxyConfig) -> int:
         upstream = _upstream(config)
         import asyncio
 
-        from checkpoint_mcp.proxy.interceptor import Interceptor
+        from checkpoint_mcp.intercept.interceptor import Interceptor
         from checkpoint_mcp.proxy.relay import Relay
 
         interceptor = Interceptor(config, journal, lineage)
@@ -69,7 +70,7 @@ def _upstream(config: ProxyConfig) -> Upstream:
         UsageError: a remote upstream's settings cannot work (a header names an unset variable, a bad CA file).
     """
     if config.remote is not None:
-        from checkpoint_mcp.proxy.remote import open_remote
+        from checkpoint_mcp.upstream.http.remote import open_remote
 
         return open_remote(config.remote, os.environ)
     assert config.upstream_cmd is not None
@@ -80,6 +81,6 @@ def _upstream(config: ProxyConfig) -> Upstream:
     except OSError as exc:
         raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
     logger.info("upstream started (pid %d): %s", process.pid, config.upstream_cmd)
-    from checkpoint_mcp.proxy.child import ChildUpstream
+    from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     return ChildUpstream(process)

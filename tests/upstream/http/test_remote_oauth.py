@@ -10,7 +10,7 @@ import anyio
 import httpx2
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from checkpoint_mcp.proxy.oauth import LoopbackRedirect, TokenFile, oauth_for, state_folder
+from checkpoint_mcp.upstream.http.oauth import LoopbackRedirect, TokenFile, oauth_for, state_folder
 
 
 def test_tokens_are_kept_owner_only_one_file_per_server_url(tmp_path: Path) -> None:

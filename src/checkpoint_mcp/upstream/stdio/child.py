@@ -1,4 +1,4 @@
-"""A stdio upstream: the child process started by ``upstream.spawn``, pumped line by line.
+"""A stdio upstream: the child process started by ``process.spawn``, pumped line by line.
 
 Its lifecycle, every wait bounded: at shutdown its stdin is closed, it has ``EXIT_GRACE_SECONDS`` to exit on its
 own, then its process group gets SIGTERM and, ``TERM_GRACE_SECONDS`` later, its whole process tree SIGKILL. When
@@ -16,9 +16,10 @@ import logging
 import os
 import signal
 
-from checkpoint_mcp.proxy.keeper import LocalProcess
-from checkpoint_mcp.proxy.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
-from checkpoint_mcp.proxy.upstream import UpstreamSink, describe_status, group_alive, signal_group
+from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
+from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
+from checkpoint_mcp.upstream.stdio.process import describe_status, group_alive, signal_group
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from checkpoint_mcp.proxy.config import DEFAULT_UPSTREAM_TIMEOUT, RemoteConfig
+from checkpoint_mcp.config import DEFAULT_UPSTREAM_TIMEOUT, RemoteConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,26 +10,53 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx2
 
 from checkpoint_mcp.errors import UpstreamRefused
-from checkpoint_mcp.proxy.exchange import NOT_RUN_STATUSES, Lost, Refused, content_type, describe, response_key
-from checkpoint_mcp.proxy.headers import OutgoingMessage
-from checkpoint_mcp.proxy.sse import EventParser, EventTooLarge, to_line
+from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.http.exchange import (
+    NOT_RUN_STATUSES,
+    Deadlines,
+    Lost,
+    Refused,
+    content_type,
+    describe,
+    response_key,
+)
+from checkpoint_mcp.upstream.http.headers import OutgoingMessage
+from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, error_line
 
-if TYPE_CHECKING:
-    from checkpoint_mcp.proxy.remote import RemoteUpstream
-
 logger = logging.getLogger(__name__)
+
+
+class StreamOwner(Protocol):
+    """What the legacy stream needs of the upstream that owns it (``remote.RemoteUpstream``): its exchanges,
+    deadlines, tasks and sink. A protocol, so that the two modules do not import each other."""
+
+    @property
+    def sink(self) -> UpstreamSink: ...
+
+    @property
+    def deadlines(self) -> Deadlines: ...
+
+    async def open_exchange(
+        self, method: str, message: OutgoingMessage | None, headers: dict[str, str]
+    ) -> httpx2.Response: ...
+
+    async def deliver(self, lines: list[bytes], message: OutgoingMessage | None = None) -> None: ...
+
+    def spawn(self, coroutine: Any) -> asyncio.Task[None]: ...
+
+    def stream_lost(self) -> None: ...
 
 
 class LegacyStream:
     """The 2024-11-05 transport: one event stream for every message from the server, POSTs to its endpoint."""
 
-    def __init__(self, upstream: RemoteUpstream, client: httpx2.AsyncClient, url: str) -> None:
+    def __init__(self, upstream: StreamOwner, client: httpx2.AsyncClient, url: str) -> None:
         self._upstream = upstream
         self._client = client
         self._url = url

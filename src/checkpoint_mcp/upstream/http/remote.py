@@ -30,9 +30,10 @@ from typing import Any, NamedTuple
 
 import httpx2
 
+from checkpoint_mcp.config import RemoteConfig, expand_headers
 from checkpoint_mcp.errors import UpstreamRefused, UsageError
-from checkpoint_mcp.proxy.config import RemoteConfig, expand_headers
-from checkpoint_mcp.proxy.exchange import (
+from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.http.exchange import (
     ERROR_BODY_LIMIT,
     NOT_RUN_STATUSES,
     Deadlines,
@@ -44,10 +45,9 @@ from checkpoint_mcp.proxy.exchange import (
     read_body,
     response_key,
 )
-from checkpoint_mcp.proxy.headers import McpHeaders, OutgoingMessage, read_outgoing
-from checkpoint_mcp.proxy.http_sse import LegacyStream
-from checkpoint_mcp.proxy.sse import EventParser, EventTooLarge, to_line
-from checkpoint_mcp.proxy.upstream import UpstreamSink
+from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
+from checkpoint_mcp.upstream.http.http_sse import LegacyStream
+from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
 
 logger = logging.getLogger(__name__)
@@ -96,14 +96,14 @@ def open_remote(config: RemoteConfig, environ: Mapping[str, str]) -> RemoteUpstr
     deadlines = Deadlines(config.timeout)
     auth = None
     if config.auth == "oauth":
-        from checkpoint_mcp.proxy.oauth import oauth_for
+        from checkpoint_mcp.upstream.http.oauth import oauth_for
 
         auth = oauth_for(config.url, deadlines.pause)
     return RemoteUpstream(config, headers, context, auth, deadlines)
 
 
 class RemoteUpstream:
-    """The upstream at a URL, behind the same interface as a child process (see ``proxy/upstream.py``)."""
+    """The upstream at a URL, behind the same interface as a child process (see ``upstream/base.py``)."""
 
     def __init__(
         self,

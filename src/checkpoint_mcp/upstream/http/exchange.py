@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx2
 
-from checkpoint_mcp.proxy.headers import OutgoingMessage
-from checkpoint_mcp.proxy.sse import to_line
+from checkpoint_mcp.upstream.http.headers import OutgoingMessage
+from checkpoint_mcp.upstream.http.sse import to_line
 from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
 
 ERROR_BODY_LIMIT = 1 << 20  # bytes of a 4xx/5xx body read to look for a JSON-RPC error

@@ -11,19 +11,16 @@ live in ``calls.py``.
 
 from __future__ import annotations
 
-import enum
 import logging
-import re
 from typing import Any, NamedTuple
 
 from checkpoint_mcp import debug
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import (
-    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     CallRefused,
     DuplicateRequestId,
-    InvalidCallParams,
     JoinInFlight,
     JournalError,
     JournalLost,
@@ -31,55 +28,29 @@ from checkpoint_mcp.errors import (
     Stopped,
     UpstreamExited,
 )
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed
+from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
+from checkpoint_mcp.intercept.messages import (
+    batch_has_tool_call,
+    head_key,
+    internal_error_replies,
+    request_key,
+    utf8_lines,
+    valid_tools_call,
+)
+from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
-from checkpoint_mcp.proxy.calls import CallJournal, Claimed
-from checkpoint_mcp.proxy.config import ProxyConfig
-from checkpoint_mcp.signature import MAX_ARGUMENT_DEPTH
 from checkpoint_mcp.wire import (
     Kind,
     Message,
     WireParseError,
     classify,
-    dumps,
     error_line,
     id_key,
     member_text,
-    set_member,
 )
 
 logger = logging.getLogger(__name__)
-
-SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
-_SERVER_INFO_NEEDLE = b'"io.modelcontextprotocol/serverInfo"'
-
-
-class _Track(enum.Enum):
-    """Why a request from the client is remembered until its response comes back."""
-
-    PLAIN = "plain"  # forwarded as is; remembered only to answer it if the upstream dies
-    TOOL_CALL = "tool_call"  # a journaled tools/call
-    INITIALIZE = "initialize"  # its result carries the server identity (handshake era)
-    DISCOVER = "discover"  # its result carries the server identity (2026-07-28)
-    TOOLS_LIST = "tools_list"  # its result carries the tools' annotations (--trust-annotations)
-
-
-_TRACK_BY_METHOD = {
-    "initialize": _Track.INITIALIZE,
-    "server/discover": _Track.DISCOVER,
-    "tools/list": _Track.TOOLS_LIST,
-}
-
-
-class _InFlight:
-    """A request from the client waiting for its response."""
-
-    __slots__ = ("cancelled", "claimed", "ident", "track")
-
-    def __init__(self, track: _Track, ident: Any, claimed: Claimed | None = None) -> None:
-        self.track = track
-        self.ident = ident
-        self.claimed = claimed  # for TOOL_CALL
-        self.cancelled = False
 
 
 class Join(NamedTuple):
@@ -111,26 +82,6 @@ class Flushed(NamedTuple):
     journaled: bool  # ``to_upstream`` holds calls whose PENDING rows were just committed
 
 
-# The usual head of a response line: its id without a JSON parse (any other spelling takes the slow path).
-_RESPONSE_HEAD = re.compile(
-    rb'\{"jsonrpc":"2\.0","id":(?:(-?[1-9][0-9]{0,15}|0)|"([^"\\]{0,200})"),"(?:result|error)":'
-)
-
-
-def _head_key(line: bytes) -> tuple[str, Any] | None:
-    """The ``id_key`` of a response line that starts the usual way, without parsing it; None otherwise."""
-    head = _RESPONSE_HEAD.match(line)
-    if head is None:
-        return None
-    number, string = head.groups()
-    if number is not None:
-        return ("n", int(number))
-    try:
-        return ("s", string.decode())
-    except UnicodeDecodeError:
-        return None
-
-
 class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
@@ -148,15 +99,14 @@ class Interceptor:
         if calls is None and journal is not None and lineage is not None:
             calls = CallJournal(config, journal, lineage)
         self._calls = calls
-        self._in_flight: dict[tuple[str, Any], _InFlight] = {}
-        self._read_only: dict[str, bool] = {}
-        self._identity = {"name": config.server_name, "version": config.server_version}
+        self._in_flight = InFlightTable()
+        self._results = PlainResults(config.server_name, config.server_version)
         self.fatal: str | None = None
         """Set when the journal is gone for good (``JournalLost``): the relay must shut the proxy down."""
         self._unit = journal.unit() if journal is not None else None
         # Lines waiting for the unit's commit, per direction, in order; a client line carries the entry whose
         # PENDING row it waits for (None: it only waits behind one).
-        self._held_up: list[tuple[bytes, _InFlight | None]] = []
+        self._held_up: list[tuple[bytes, InFlight | None]] = []
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
 
@@ -171,11 +121,11 @@ class Interceptor:
 
     def outstanding(self) -> int:
         """Requests from the client still waiting for an answer (cancelled ones excluded)."""
-        return sum(1 for entry in self._in_flight.values() if not entry.cancelled)
+        return self._in_flight.outstanding()
 
     def journaled_outstanding(self) -> int:
         """Journaled calls still waiting for their answer (cancelled ones excluded): what a shutdown waits for."""
-        return sum(1 for entry in self._in_flight.values() if entry.claimed is not None and not entry.cancelled)
+        return self._in_flight.journaled_outstanding()
 
     # ---- client -> upstream -------------------------------------------------------------------------------
 
@@ -187,7 +137,7 @@ class Interceptor:
         answered alone, and whatever it had started (a journal write, a sequence) is undone.
         """
         out = ClientBatch()
-        upward: list[tuple[bytes, _InFlight | None]] = []
+        upward: list[tuple[bytes, InFlight | None]] = []
         unit, calls = self._unit, self._calls
         for line in lines:
             mark = unit.mark() if unit is not None else 0
@@ -214,7 +164,7 @@ class Interceptor:
             out.to_upstream.extend(line for line, _ in upward)
         return out
 
-    def _client_line(self, line: bytes, out: ClientBatch, upward: list[tuple[bytes, _InFlight | None]]) -> None:
+    def _client_line(self, line: bytes, out: ClientBatch, upward: list[tuple[bytes, InFlight | None]]) -> None:
         try:
             message = classify(line)
         except WireParseError as exc:
@@ -283,9 +233,9 @@ class Interceptor:
 
     def _failed_flush(
         self,
-        held_up: list[tuple[bytes, _InFlight | None]],
+        held_up: list[tuple[bytes, InFlight | None]],
         held_down: list[bytes],
-        reserved: list[_InFlight],
+        reserved: list[InFlight],
         finishing: list[Claimed],
         cause: str,
     ) -> Flushed:
@@ -302,7 +252,7 @@ class Interceptor:
             assert self._calls is not None
             self._calls.rolled_back([entry.claimed for entry in reserved if entry.claimed is not None])
             for entry in reserved:
-                self._in_flight.pop(_key(entry.ident), None)
+                self._in_flight.pop(request_key(entry.ident), None)
                 claimed = entry.claimed
                 assert claimed is not None
                 refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause=cause)
@@ -314,16 +264,16 @@ class Interceptor:
         """Track or answer a line that is not a journaled tools/call; True if it goes upstream."""
         kind = message.kind
         if kind is Kind.REQUEST:
-            track = _TRACK_BY_METHOD.get(message.method or "", _Track.PLAIN)
-            self._in_flight[_key(message.id)] = _InFlight(track, message.id)
+            track = TRACK_BY_METHOD.get(message.method or "", Track.PLAIN)
+            self._in_flight[request_key(message.id)] = InFlight(track, message.id)
         elif kind is Kind.NOTIFICATION:
             if message.method == "notifications/cancelled":
-                self._mark_cancelled(message.params)
+                self._in_flight.mark_cancelled(message.params)
             elif message.method == "tools/call":
                 # A tools/call without an id cannot be answered, so it could run unseen: never forward it.
                 logger.warning("dropped a tools/call without an id: it cannot be answered or journaled")
                 return False
-        elif kind is Kind.BATCH and self._journal is not None and (message.deep or _batch_has_tool_call(message.body)):
+        elif kind is Kind.BATCH and self._journal is not None and (message.deep or batch_has_tool_call(message.body)):
             # A batch too deep to read whole might hold a tools/call: it would run unjournaled.
             error = {
                 "code": INVALID_REQUEST,
@@ -341,40 +291,27 @@ class Interceptor:
             return False
         return True
 
-    def _mark_cancelled(self, params: Any) -> None:
-        if not isinstance(params, dict) or "requestId" not in params:
-            return
-        key = id_key(params["requestId"])
-        entry = self._in_flight.get(key) if key is not None else None
-        if key is None or entry is None:
-            return
-        if entry.track is _Track.TOOL_CALL:
-            # Keep it: if the upstream still answers, the answer is journaled as usual.
-            entry.cancelled = True
-        else:
-            del self._in_flight[key]
-
-    def _tool_call(self, message: Message, out: ClientBatch) -> _InFlight | None:
+    def _tool_call(self, message: Message, out: ClientBatch) -> InFlight | None:
         """Route one tools/call request. Returns the entry to forward, or None if it was answered here.
 
         Raises:
             JournalError: the journal could not be read.
         """
         try:
-            params = _valid_tools_call(message)
-            key = _key(message.id)
+            params = valid_tools_call(message)
+            key = request_key(message.id)
             if key in self._in_flight:
                 raise DuplicateRequestId(message.id)
             assert self._calls is not None
-            if self._config.trust_annotations and self._read_only.get(params["name"]):
-                entry = _InFlight(_Track.PLAIN, message.id)
+            if self._config.trust_annotations and self._results.read_only.get(params["name"]):
+                entry = InFlight(Track.PLAIN, message.id)
             else:
                 assert self._unit is not None
                 claimed = self._calls.claim(message.id, params, self._unit)
                 if isinstance(claimed, bytes):
-                    out.to_client.append(self._with_identity(claimed))
+                    out.to_client.append(self._results.with_identity(claimed))
                     return None
-                entry = _InFlight(_Track.TOOL_CALL, message.id, claimed)
+                entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
             out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
@@ -390,20 +327,20 @@ class Interceptor:
         FAILED row must be durable before the client sees it). A line that is not UTF-8 is repaired first (each
         bad byte becomes U+FFFD): as it came, no client could read it.
         """
-        lines = _utf8_lines(lines)
+        lines = utf8_lines(lines)
         if not self._in_flight and not self._held_down:
             return lines
         out: list[bytes] = []
         for line in lines:
-            key = _head_key(line)
+            key = head_key(line)
             if key is not None:
                 plain = self._in_flight.get(key)
                 if plain is None:
                     self._emit_down(out, line, waits=False)
                     continue
-                if plain.claimed is None and plain.track is _Track.PLAIN:
+                if plain.claimed is None and plain.track is Track.PLAIN:
                     del self._in_flight[key]
-                    self._emit_down(out, self._with_identity(line), waits=False)
+                    self._emit_down(out, self._results.with_identity(line), waits=False)
                     continue
             entry = None
             message = None
@@ -418,28 +355,11 @@ class Interceptor:
                 self._emit_down(out, line, waits=False)
             elif entry.claimed is not None:
                 answer, final = self._tool_result(entry.claimed, message, line)
-                self._emit_down(out, self._with_identity(answer), waits=final)
+                self._emit_down(out, self._results.with_identity(answer), waits=final)
             else:
-                self._emit_down(out, self._with_identity(self._plain_result(entry, message, line)), waits=False)
+                plain_line = self._results.plain_result(entry, message, line)
+                self._emit_down(out, self._results.with_identity(plain_line), waits=False)
         return out
-
-    def _with_identity(self, line: bytes) -> bytes:
-        """The line with ``--name``/``--version`` in its result's ``_meta`` server info, if it has one (2026-07-28
-        servers may put it in every result, not only in ``server/discover``'s)."""
-        if _SERVER_INFO_NEEDLE not in line:
-            return line
-        try:
-            text = line.decode()
-            path = ("result", "_meta", SERVER_INFO_META)
-            info = member_text(text, path)
-            if info is None or not info.startswith("{"):
-                return line
-            for key, value in self._identity.items():
-                text = set_member(text, (*path, key), dumps(value))
-        except ValueError:
-            logger.warning("could not set the server identity in a result")
-            return line
-        return text.encode()
 
     def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
         if waits or self._held_down:
@@ -472,50 +392,19 @@ class Interceptor:
         self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
         self._finishing.append(claimed)
 
-    def _plain_result(self, entry: _InFlight, message: Message, line: bytes) -> bytes:
-        result = message.body.get("result")
-        if not isinstance(result, dict):
-            return line
-        if entry.track is _Track.TOOLS_LIST:
-            self._remember_annotations(result.get("tools"))
-            return line
-        try:
-            text = line.decode()
-            if entry.track is _Track.INITIALIZE:
-                for key, value in self._identity.items():
-                    text = set_member(text, ("result", "serverInfo", key), dumps(value))
-                return text.encode()
-            if entry.track is _Track.DISCOVER:
-                for key, value in self._identity.items():
-                    text = set_member(text, ("result", "_meta", SERVER_INFO_META, key), dumps(value))
-                return text.encode()
-        except ValueError:
-            logger.warning("could not set the server identity in a %s result", entry.track.value)
-        return line
-
-    def _remember_annotations(self, tools: Any) -> None:
-        if not isinstance(tools, list):
-            return
-        for tool in tools:
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                annotations = tool.get("annotations")
-                hint = annotations.get("readOnlyHint") if isinstance(annotations, dict) else None
-                self._read_only[tool["name"]] = hint is True
-
     # ---- the upstream is gone -----------------------------------------------------------------------------
 
     def upstream_gone(self, exit_status: str) -> list[bytes]:
         """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
         out: list[bytes] = []
-        for entry in list(self._in_flight.values()):
+        for entry in self._in_flight.take_all():
             out.extend(self._abandoned(entry, exit_status))
-        self._in_flight.clear()
         return out
 
     def stopped(self, why: str) -> list[bytes]:
         """At shutdown: error replies for every request still in flight (journaled calls stay PENDING)."""
         out: list[bytes] = []
-        for entry in list(self._in_flight.values()):
+        for entry in self._in_flight.take_all():
             claimed = entry.claimed
             if claimed is not None and self._calls is not None:
                 self._calls.finished(claimed)
@@ -527,7 +416,6 @@ class Interceptor:
                     why=why,
                 )
                 out.append(error_line(entry.ident, refusal.to_error()))
-        self._in_flight.clear()
         return out
 
     def abandon(self, ident: Any, reason: str) -> list[bytes]:
@@ -537,7 +425,7 @@ class Interceptor:
         entry = self._in_flight.pop(key, None) if key is not None else None
         return self._abandoned(entry, reason) if entry is not None else []
 
-    def _abandoned(self, entry: _InFlight, reason: str) -> list[bytes]:
+    def _abandoned(self, entry: InFlight, reason: str) -> list[bytes]:
         claimed = entry.claimed
         if claimed is not None and self._calls is not None:
             self._calls.finished(claimed)
@@ -553,68 +441,3 @@ class Interceptor:
             exit_status=reason,
         )
         return [error_line(entry.ident, refusal.to_error())]
-
-
-def _valid_tools_call(message: Message) -> dict[str, Any]:
-    """The params of a well-formed tools/call.
-
-    Raises:
-        InvalidCallParams: no params object, no tool name, or non-object arguments.
-    """
-    if message.deep:
-        raise InvalidCallParams(
-            f"invalid params: the tools/call is nested too deeply to be journaled (its arguments may nest at most "
-            f"{MAX_ARGUMENT_DEPTH} levels)",
-            {"reason": "too_deep"},
-        )
-    params = message.params
-    if not isinstance(params, dict):
-        raise InvalidCallParams("invalid params: tools/call needs a params object")
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidCallParams("invalid params: tools/call needs a non-empty string `name`")
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise InvalidCallParams(f"invalid params: `arguments` of {name!r} must be an object")
-    return params
-
-
-def _batch_has_tool_call(items: list[Any]) -> bool:
-    return any(isinstance(item, dict) and item.get("method") == "tools/call" for item in items)
-
-
-def _utf8_lines(lines: list[bytes]) -> list[bytes]:
-    """``lines``, with any line that is not valid UTF-8 repaired (U+FFFD for each bad byte)."""
-    repaired: list[bytes] | None = None
-    for index, line in enumerate(lines):
-        if line.isascii():
-            continue
-        try:
-            line.decode()
-        except UnicodeDecodeError:
-            logger.warning("the upstream sent a line that is not UTF-8; its bad bytes were replaced by U+FFFD")
-            if repaired is None:
-                repaired = list(lines)
-            repaired[index] = line.decode(errors="replace").encode()
-    return repaired if repaired is not None else lines
-
-
-def _key(ident: Any) -> tuple[str, Any]:
-    """The ``id_key`` of a request id already checked to be one."""
-    key = id_key(ident)
-    assert key is not None
-    return key
-
-
-def internal_error_replies(lines: list[bytes]) -> list[bytes]:
-    """A -32603 error for every request among ``lines`` (used when routing them failed unexpectedly)."""
-    out: list[bytes] = []
-    error = {"code": INTERNAL_ERROR, "message": "internal error in checkpoint; the request was not forwarded"}
-    for line in lines:
-        try:
-            message = classify(line)
-        except WireParseError:
-            continue
-        if message.kind is Kind.REQUEST:
-            out.append(error_line(message.id if id_key(message.id) is not None else None, error))
-    return out

@@ -13,6 +13,7 @@ import json
 import logging
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import (
     CallRefused,
@@ -39,7 +40,6 @@ from checkpoint_mcp.journal.base import (
     decide,
 )
 from checkpoint_mcp.journal.report import operator_commands
-from checkpoint_mcp.proxy.config import ProxyConfig
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
 

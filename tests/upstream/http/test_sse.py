@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint_mcp.proxy.sse import Event, EventParser, EventTooLarge, to_line
+from checkpoint_mcp.upstream.http.sse import Event, EventParser, EventTooLarge, to_line
 
 STREAM = (
     b": keep-alive comment\n"

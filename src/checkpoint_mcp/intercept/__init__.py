@@ -1,0 +1,9 @@
+"""What happens to each message, for every transport: the one place that makes a journaling decision.
+
+``interceptor.Interceptor`` routes the lines a pump hands it (forward, journal, replay, refuse) and holds what is
+in flight (``inflight``); ``calls`` is the journaled life of one call (sequences, claims, replays, outcomes);
+``results`` edits the results the proxy only routes (the server identity); ``messages`` checks single lines.
+
+May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``debug``. Never a pump
+(``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and out drives the same interceptor.
+"""

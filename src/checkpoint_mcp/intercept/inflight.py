@@ -1,0 +1,74 @@
+"""What the proxy remembers of each request from the client until its response comes back.
+
+The table is a dict keyed by ``wire.id_key`` (the routing hot path reads it directly); what is in flight when the
+upstream dies or the proxy stops is answered from it, and a cancellation marks its entry.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from checkpoint_mcp.intercept.calls import Claimed
+from checkpoint_mcp.wire import id_key
+
+
+class Track(enum.Enum):
+    """Why a request from the client is remembered until its response comes back."""
+
+    PLAIN = "plain"  # forwarded as is; remembered only to answer it if the upstream dies
+    TOOL_CALL = "tool_call"  # a journaled tools/call
+    INITIALIZE = "initialize"  # its result carries the server identity (handshake era)
+    DISCOVER = "discover"  # its result carries the server identity (2026-07-28)
+    TOOLS_LIST = "tools_list"  # its result carries the tools' annotations (--trust-annotations)
+
+
+TRACK_BY_METHOD = {
+    "initialize": Track.INITIALIZE,
+    "server/discover": Track.DISCOVER,
+    "tools/list": Track.TOOLS_LIST,
+}
+
+
+class InFlight:
+    """A request from the client waiting for its response."""
+
+    __slots__ = ("cancelled", "claimed", "ident", "track")
+
+    def __init__(self, track: Track, ident: Any, claimed: Claimed | None = None) -> None:
+        self.track = track
+        self.ident = ident
+        self.claimed = claimed  # for TOOL_CALL
+        self.cancelled = False
+
+
+class InFlightTable(dict[tuple[str, Any], InFlight]):
+    """The requests in flight, by ``id_key`` of their id."""
+
+    def outstanding(self) -> int:
+        """Requests from the client still waiting for an answer (cancelled ones excluded)."""
+        return sum(1 for entry in self.values() if not entry.cancelled)
+
+    def journaled_outstanding(self) -> int:
+        """Journaled calls still waiting for their answer (cancelled ones excluded): what a shutdown waits for."""
+        return sum(1 for entry in self.values() if entry.claimed is not None and not entry.cancelled)
+
+    def mark_cancelled(self, params: Any) -> None:
+        """A ``notifications/cancelled``: forget the request, or (a journaled call) mark it cancelled."""
+        if not isinstance(params, dict) or "requestId" not in params:
+            return
+        key = id_key(params["requestId"])
+        entry = self.get(key) if key is not None else None
+        if key is None or entry is None:
+            return
+        if entry.track is Track.TOOL_CALL:
+            # Keep it: if the upstream still answers, the answer is journaled as usual.
+            entry.cancelled = True
+        else:
+            del self[key]
+
+    def take_all(self) -> list[InFlight]:
+        """Every entry, the table emptied."""
+        entries = list(self.values())
+        self.clear()
+        return entries

@@ -1,0 +1,82 @@
+"""The house shows its design: the rooms of src/ keep their arrows (import-linter's contracts in pyproject.toml),
+no module passes 600 lines, and every room says what it is for.
+
+The contracts are checked against the real tree, and against copies of it with one wrong arrow added, so that a
+broken rule is known to fail the build rather than assumed to."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "checkpoint_mcp"
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(source_root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=source_root,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_real_tree_keeps_every_contract() -> None:
+    result = _lint_imports(ROOT / "src")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import", "contract"),
+    [
+        ("intercept/calls.py", "import checkpoint_mcp.upstream.http.remote", "the interceptor imports no pump"),
+        ("intercept/calls.py", "import checkpoint_mcp.proxy.relay", "the interceptor imports no pump"),
+        ("upstream/stdio/child.py", "import checkpoint_mcp.journal.base", "a transport journals nothing"),
+        ("gateway/channel.py", "import checkpoint_mcp.proxy.relay", "the two pumps share only"),
+        ("proxy/relay.py", "import checkpoint_mcp.gateway.streams", "the two pumps share only"),
+        ("journal/base.py", "import checkpoint_mcp.session.model", "the journal imports nothing above it"),
+        ("ui/views.py", "import checkpoint_mcp.intercept.calls", "only read the journal"),
+        ("upstream/http/sse.py", "import checkpoint_mcp.upstream.http.http_sse", "no import circle anywhere"),
+    ],
+)
+def test_a_wrong_arrow_breaks_its_contract(tmp_path: Path, module: str, wrong_import: str, contract: str) -> None:
+    copy = tmp_path / "checkpoint_mcp"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / module
+    target.write_text(target.read_text() + f"\n{wrong_import}  # noqa\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0
+    broken = [line for line in result.stdout.splitlines() if line.endswith("BROKEN")]
+    assert any(contract in line for line in broken), result.stdout
+
+
+def test_no_module_passes_600_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}
+
+
+def test_every_room_says_what_it_is_for_and_what_it_may_import() -> None:
+    rooms = ["intercept", "upstream", "proxy", "gateway"]
+    for room in rooms:
+        docstring = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text()))
+        assert docstring, room
+        assert "May import" in docstring or "may import" in docstring, room
+    for package in PACKAGE.rglob("__init__.py"):
+        assert ast.get_docstring(ast.parse(package.read_text())), package

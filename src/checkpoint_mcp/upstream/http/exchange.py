@@ -13,8 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
-
+from checkpoint_mcp.upstream.http.client import HttpClient, HttpError, Response
 from checkpoint_mcp.upstream.http.headers import OutgoingMessage
 from checkpoint_mcp.upstream.http.sse import to_line
 from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
@@ -79,15 +78,15 @@ class Deadlines:
             scope.reschedule(self._when())
 
 
-def content_type(response: httpx2.Response) -> str:
+def content_type(response: Response) -> str:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-async def read_body(response: httpx2.Response, limit: int | None = None) -> bytes:
+async def read_body(response: Response, limit: int | None = None) -> bytes:
     """The body (up to ``limit`` bytes).
 
     Raises:
-        _Lost: the connection broke while reading it.
+        Lost: the connection broke while reading it.
     """
     body = bytearray()
     try:
@@ -95,9 +94,24 @@ async def read_body(response: httpx2.Response, limit: int | None = None) -> byte
             body += chunk
             if limit is not None and len(body) >= limit:
                 break
-    except httpx2.HTTPError as exc:
+    except HttpError as exc:
         raise Lost(f"the body broke off: {describe(exc)}") from exc
     return bytes(body)
+
+
+async def send_and_read(client: HttpClient, method: str, url: str, headers: dict[str, str], body: bytes | None) -> int:
+    """Send a request whose answer tells only by its status; read its body (bounded) so the connection is kept.
+
+    Raises:
+        HttpError: the request failed before a status came.
+    """
+    response = await client.send(method, url, headers, body)
+    try:
+        with contextlib.suppress(Lost):
+            await read_body(response, ERROR_BODY_LIMIT)
+    finally:
+        await response.aclose()
+    return response.status_code
 
 
 def jsonrpc_error(body: bytes, message: OutgoingMessage) -> bytes | None:

@@ -26,13 +26,13 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Mapping
-from typing import Any, NamedTuple
-
-import httpx2
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from checkpoint_mcp.config import RemoteConfig, expand_headers
 from checkpoint_mcp.errors import UpstreamRefused, UsageError
 from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.http.client import Broken, ConnectFailed, HttpError, Response, open_client
 from checkpoint_mcp.upstream.http.exchange import (
     ERROR_BODY_LIMIT,
     NOT_RUN_STATUSES,
@@ -44,11 +44,15 @@ from checkpoint_mcp.upstream.http.exchange import (
     jsonrpc_error,
     read_body,
     response_key,
+    send_and_read,
 )
 from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
 from checkpoint_mcp.upstream.http.http_sse import LegacyStream
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
+
+if TYPE_CHECKING:
+    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +78,13 @@ def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[
         UsageError: a header is malformed or names an unset variable, the URL is not http(s), or the CA file
             cannot be loaded.
     """
-    url = httpx2.URL(config.url)
-    if url.scheme not in ("http", "https") or not url.host:
+    try:
+        url = urlsplit(config.url)
+        host = url.hostname
+        url.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        host = None
+    if url.scheme not in ("http", "https") or not host:
         raise UsageError(f"--upstream-url must be an http:// or https:// URL, not {config.url!r}")
     headers = expand_headers(config.headers, environ)
     try:
@@ -118,16 +127,8 @@ class RemoteUpstream:
         self._timeout = config.timeout
         self._deadlines = deadlines or Deadlines(config.timeout)
         self._authorizes = auth is not None
-        self._client = httpx2.AsyncClient(
-            headers=headers,
-            auth=auth,
-            verify=context,
-            timeout=httpx2.Timeout(connect=config.timeout, read=None, write=config.timeout, pool=config.timeout),
-            follow_redirects=False,
-            trust_env=True,
-            # Keep as many connections alive as may be in use at once: reconnecting per request costs more.
-            limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
-        )
+        # Keep as many connections alive as may be in use at once: reconnecting per request costs more.
+        self._client = open_client(headers, context, config.timeout, MAX_CONNECTIONS, auth)
         self._sink: UpstreamSink | None = None
         self._mcp = McpHeaders()
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
@@ -178,10 +179,10 @@ class RemoteUpstream:
         self._closing = True
         self._cancel_all()
         if self._session is not None:
-            with contextlib.suppress(httpx2.HTTPError, TimeoutError):
+            with contextlib.suppress(HttpError, TimeoutError):
                 async with asyncio.timeout(min(self._timeout, 5.0)):
-                    response = await self._client.delete(self._url, headers=self._session_headers())
-                    logger.debug("DELETE of the session: HTTP %d", response.status_code)
+                    status = await send_and_read(self._client, "DELETE", self._url, self._session_headers(), None)
+                    logger.debug("DELETE of the session: HTTP %d", status)
         with contextlib.suppress(Exception):
             await self._client.aclose()
         self._ended.set()
@@ -245,14 +246,14 @@ class RemoteUpstream:
         """A notification or a response to the server's request: POST it, learn nothing but a lost session."""
         try:
             async with self._deadlines.bounded():
-                response = await self._client.post(self._url, content=message.body, headers=self._headers_for(message))
-        except (httpx2.HTTPError, TimeoutError) as exc:
+                status = await send_and_read(self._client, "POST", self._url, self._headers_for(message), message.body)
+        except (HttpError, TimeoutError) as exc:
             logger.warning("could not send a %s to the remote upstream: %s", message.label, describe(exc))
             return
-        if response.status_code == 404 and self._session is not None:
+        if status == 404 and self._session is not None:
             self._session_lost()
-        elif response.status_code >= 400:
-            logger.warning("the remote upstream refused a %s: HTTP %d", message.label, response.status_code)
+        elif status >= 400:
+            logger.warning("the remote upstream refused a %s: HTTP %d", message.label, status)
         elif message.method == "notifications/initialized" and self._session is not None:
             self._listen()
 
@@ -313,9 +314,7 @@ class RemoteUpstream:
         finally:
             await response.aclose()
 
-    async def open_exchange(
-        self, method: str, message: OutgoingMessage | None, headers: dict[str, str]
-    ) -> httpx2.Response:
+    async def open_exchange(self, method: str, message: OutgoingMessage | None, headers: dict[str, str]) -> Response:
         """Send one request and wait (bounded) for its response to start.
 
         Raises:
@@ -323,15 +322,14 @@ class RemoteUpstream:
             Lost: it broke or timed out after the request may have been sent.
         """
         content = message.body if message is not None else None
-        request = self._client.build_request(method, self._url, content=content, headers=headers)
         try:
             async with self._deadlines.bounded():
-                return await self._client.send(request, stream=True)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
+                return await self._client.send(method, self._url, headers, content)
+        except ConnectFailed as exc:
             raise Refused(None, f"cannot connect to {self._url}: {describe(exc)}") from exc
         except TimeoutError as exc:
             raise Lost(f"no response within {self._timeout:g}s") from exc
-        except httpx2.HTTPError as exc:
+        except Broken as exc:
             raise Lost(describe(exc)) from exc
         except Exception as exc:
             if not self._authorizes:
@@ -340,7 +338,7 @@ class RemoteUpstream:
             # so the server did not run it.
             raise Refused(None, f"authorization failed: {describe(exc)}") from exc
 
-    async def _failed(self, message: OutgoingMessage, response: httpx2.Response) -> None:
+    async def _failed(self, message: OutgoingMessage, response: Response) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
@@ -365,7 +363,7 @@ class RemoteUpstream:
             raise Refused(status, f"redirect to {response.headers.get('location', '?')} not followed")
         raise Lost(f"HTTP {status}")
 
-    async def _read_events(self, response: httpx2.Response, message: OutgoingMessage) -> _Stream:
+    async def _read_events(self, response: Response, message: OutgoingMessage) -> _Stream:
         """Deliver the events of a request's stream until its answer; where it ended."""
         parser = EventParser()
         last_id: str | None = None
@@ -380,7 +378,7 @@ class RemoteUpstream:
                         await self.deliver([line], message)
                         if _answers(line, message):
                             return _Stream(True, last_id, retry)
-        except (httpx2.HTTPError, EventTooLarge) as exc:
+        except (HttpError, EventTooLarge) as exc:
             logger.info("the stream of a %s broke: %s", message.label, describe(exc))
         return _Stream(False, last_id, retry)
 
@@ -509,7 +507,7 @@ class RemoteUpstream:
                 else:
                     failures = 0
                     parser = EventParser()
-                    with contextlib.suppress(httpx2.HTTPError, EventTooLarge):
+                    with contextlib.suppress(HttpError, EventTooLarge):
                         async for chunk in response.aiter_bytes():
                             for event in parser.feed(chunk):
                                 last_id = event.id or last_id

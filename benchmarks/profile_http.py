@@ -64,7 +64,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=6.0, help="how long py-spy samples")
     parser.add_argument("--rate", type=int, default=200, help="samples per second")
     parser.add_argument("--clients", type=int, default=64, help="serve: concurrent HTTP clients")
-    parser.add_argument("--in-flight", type=int, default=32, help="remote: calls outstanding")
+    parser.add_argument("--in-flight", type=int, default=32, help="remote: calls outstanding (1: sequential)")
     parser.add_argument("--top", type=int, default=20, help="leaf functions listed")
     parser.add_argument("--out", type=Path, default=None, help="keep the collapsed stacks in this file")
     return parser.parse_args(argv)
@@ -142,8 +142,12 @@ def profile_remote(args: argparse.Namespace, tmp: Path, raw: Path) -> tuple[int,
             time.sleep(0.5)
             calls, began = 0, time.perf_counter()
             while recorder.poll() is None:
-                peer.pipelined(500, args.in_flight)
-                calls += 500
+                if args.in_flight == 1:
+                    for _ in range(100):
+                        peer.timed_call()
+                else:
+                    peer.pipelined(500, args.in_flight)
+                calls += 100 if args.in_flight == 1 else 500
             seconds = time.perf_counter() - began
         finally:
             peer.close()

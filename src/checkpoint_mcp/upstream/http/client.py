@@ -120,6 +120,7 @@ class AiohttpClient(HttpClient):
         self._aiohttp = aiohttp
         self._settings = (dict(headers), context, timeout, connections)
         self._session: Any = None  # made in the event loop, at the first request
+        self._proxies: dict[str, tuple[Any, Any]] = {}
 
     def _opened(self) -> Any:
         aiohttp = self._aiohttp
@@ -131,7 +132,9 @@ class AiohttpClient(HttpClient):
                 # ``connect`` covers waiting for a free connection of the pool too; reads are unbounded (a tool may
                 # run for long): the caller's deadline bounds the wait for the response's head.
                 timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_connect=timeout, sock_read=None),
-                trust_env=True,
+                # The proxy settings of the environment are read once per origin (``_proxy``): with trust_env,
+                # aiohttp reads them, and ~/.netrc, in a worker thread on every request.
+                trust_env=False,
                 auto_decompress=True,
                 skip_auto_headers=("Content-Type",),
             )
@@ -140,8 +143,11 @@ class AiohttpClient(HttpClient):
     async def send(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None = None) -> Response:
         aiohttp = self._aiohttp
         session = self._opened()
+        proxy, proxy_auth = self._proxy(url)
         try:
-            response = await session.request(method, url, data=body, headers=headers, allow_redirects=False)
+            response = await session.request(
+                method, url, data=body, headers=headers, allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth
+            )
         except (aiohttp.ConnectionTimeoutError, aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
             raise ConnectFailed(_describe(exc)) from exc
         except aiohttp.NonHttpUrlClientError as exc:
@@ -151,6 +157,21 @@ class AiohttpClient(HttpClient):
         except TimeoutError as exc:  # aiohttp's socket timeouts are TimeoutErrors; the caller's deadline cancels
             raise Broken("the exchange timed out") from exc
         return _AiohttpResponse(response)
+
+    def _proxy(self, url: str) -> tuple[Any, Any]:
+        """The proxy (and its credentials) that ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``NO_PROXY`` name for ``url``."""
+        from yarl import URL  # aiohttp's own URL type
+
+        parsed = URL(url)
+        origin = f"{parsed.scheme}://{parsed.host}:{parsed.port}"
+        found = self._proxies.get(origin)
+        if found is None:
+            try:
+                found = self._aiohttp.helpers.get_env_proxy_for_url(parsed)  # reads the environment
+            except LookupError:
+                found = (None, None)
+            self._proxies[origin] = found
+        return found
 
     async def aclose(self) -> None:
         if self._session is not None:

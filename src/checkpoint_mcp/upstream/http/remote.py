@@ -289,14 +289,15 @@ class RemoteUpstream:
             Refused: the server certainly did not run it.
             Lost: no answer will come and the server may have run it.
         """
-        response = await self.open_exchange("POST", message, self._headers_for(message))
+        headers = self._headers_for(message)
+        response = await self.open_exchange("POST", message, headers)
         try:
             status = response.status_code
             if message.method == "initialize" and 200 <= status < 300:
                 self._session = response.headers.get(SESSION_HEADER) or None
                 self._expired = False
             if status >= 300:
-                await self._failed(message, response)
+                await self._failed(message, response, headers.get(SESSION_HEADER))
                 return
             kind = content_type(response)
             if kind == "application/json":
@@ -338,7 +339,7 @@ class RemoteUpstream:
             # so the server did not run it.
             raise Refused(None, f"authorization failed: {describe(exc)}") from exc
 
-    async def _failed(self, message: OutgoingMessage, response: Response) -> None:
+    async def _failed(self, message: OutgoingMessage, response: Response, session: str | None) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
@@ -346,8 +347,10 @@ class RemoteUpstream:
             Lost: it may have run.
         """
         status = response.status_code
-        if status == 404 and self._session is not None and message.method != "initialize":
-            self._session_lost()
+        if status == 404 and session is not None and message.method != "initialize":
+            # The session it was sent in (the GET stream may have learned of its end first) is gone.
+            if self._session == session:
+                self._session_lost()
             raise Refused(status, "the session expired; the next message starts a new one")
         with contextlib.suppress(Lost):
             answer = jsonrpc_error(await read_body(response, ERROR_BODY_LIMIT), message)

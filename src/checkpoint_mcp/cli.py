@@ -77,6 +77,13 @@ class _ProxyGroup(click.Group):
     help="Forward calls to tools the upstream marks readOnlyHint:true without journaling them.",
 )
 @click.option(
+    "--relaxed-completions",
+    is_flag=True,
+    help="SQLite: commit a call's outcome without syncing it to disk (PENDING rows stay synced before every call). "
+    "An outcome then survives a crash of this process but not a power loss, which leaves the call in doubt, "
+    "never re-run.",
+)
+@click.option(
     "--redact-args-in-journal",
     is_flag=True,
     help="Store a stub instead of the call arguments; divergence is still detected by signature.",
@@ -122,11 +129,16 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     """The journaling settings shared by the stdio proxy and the gateway, from their command lines.
 
     Raises:
-        click.UsageError: not exactly one upstream, or a remote-only flag without --upstream-url.
+        click.UsageError: not exactly one upstream, a remote-only flag without --upstream-url, or
+            --relaxed-completions without an SQLite journal.
     """
     from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.journal import is_postgres_url
 
     upstream_cmd, remote = upstream_choice(options)
+    relaxed = bool(options["relaxed_completions"])
+    if relaxed and (options["journal"] is None or is_postgres_url(options["journal"])):
+        raise click.UsageError("--relaxed-completions needs an SQLite --journal (PostgreSQL commits are always synced)")
     return ProxyConfig(
         upstream_cmd=upstream_cmd,
         remote=remote,
@@ -138,6 +150,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
+        relaxed_completions=relaxed,
     )
 
 
@@ -163,6 +176,13 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 )
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
+@click.option(
+    "--relaxed-completions",
+    is_flag=True,
+    help="SQLite: commit a call's outcome without syncing it to disk (PENDING rows stay synced before every call). "
+    "An outcome then survives a crash of this process but not a power loss, which leaves the call in doubt, "
+    "never re-run.",
+)
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")

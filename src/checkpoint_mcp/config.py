@@ -35,6 +35,7 @@ class ProxyConfig(NamedTuple):
     server_name: str = "checkpoint"
     server_version: str = "0.0.0"
     remote: RemoteConfig | None = None
+    relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

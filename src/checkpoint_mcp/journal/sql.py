@@ -240,7 +240,7 @@ class _SqlUnit(UnitOfWork):
         self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, utc_now())))
         return Lineage((Branch(name, seq), *lineage.branches))
 
-    def commit(self) -> None:
+    def commit(self, relaxed: bool = False) -> None:
         ops, self._ops = self._ops, []
         self._rows.clear()
         self._keys.clear()
@@ -255,7 +255,7 @@ class _SqlUnit(UnitOfWork):
                 groups[-1][1].append(params)
             else:
                 groups.append((sql, [params]))
-        self._j.write(groups)
+        self._j.write(groups, durable=not relaxed or any(sql is not FINISH_CALL for sql, _ in groups))
 
 
 class SqlJournal(Journal):
@@ -274,8 +274,10 @@ class SqlJournal(Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-        """Run the statements (each with its list of parameter tuples) as one durable transaction.
+    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]], durable: bool = True) -> None:
+        """Run the statements (each with its list of parameter tuples) as one transaction: durable, or with
+        ``durable=False`` (outcomes only, ``UnitOfWork.commit(relaxed=True)``) safe from a crash of this process
+        but not from a power loss, where the backend offers that.
 
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).

@@ -195,12 +195,26 @@ class SqliteJournal(SqlJournal):
                     self._con.execute("ROLLBACK")
                 raise
 
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]], durable: bool = True) -> None:
         """One statement alone commits by itself (SQLite's implicit transaction); more share BEGIN … COMMIT.
+        ``durable=False``: this commit with ``synchronous=NORMAL`` (in WAL mode: written to the WAL, not synced;
+        it survives a crash of the process, and the next durable commit syncs it along with its own).
 
         Raises:
             JournalUnavailable: nothing was written.
         """
+        if not durable:
+            with _translated(self.path, "write"):
+                self._con.execute("PRAGMA synchronous=NORMAL")
+            try:
+                self._write(groups)
+            finally:
+                with _translated(self.path, "write"):
+                    self._con.execute("PRAGMA synchronous=FULL")
+            return
+        self._write(groups)
+
+    def _write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         if len(groups) == 1 and len(groups[0][1]) == 1:
             sql, [params] = groups[0]
             with _translated(self.path, "write"):

@@ -40,6 +40,8 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("metrics (prometheus_client)", re.compile(r"prometheus_client/")),
     ("HTTP/1.1 parsing and framing (h11)", re.compile(r"h11")),
     ("HTTP/1.1 parsing (httptools)", re.compile(r"httptools")),
+    ("uvloop's C code: I/O and waiting (not sampled inside)", re.compile(r"^Runner\.run ")),
+    ("HTTP client: aiohttp", re.compile(r"aiohttp/")),
     ("HTTP client: httpcore", re.compile(r"httpcore")),
     ("HTTP client: httpx", re.compile(r"httpx")),
     ("uvicorn", re.compile(r"uvicorn/")),

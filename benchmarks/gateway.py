@@ -67,7 +67,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
     parser.add_argument("--pg-url", default=None, help="use this PostgreSQL database instead of starting a server")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved load rounds per contender")
-    parser.add_argument("--replicas", action="store_true", help="also run two PostgreSQL replicas on one database")
+    parser.add_argument("--no-replicas", action="store_true", help="leave out two PostgreSQL replicas on one database")
     parser.add_argument("--before", type=Path, default=None, help="also run the pass-through from this src/ tree")
     args = parser.parse_args(argv)
     if args.quick:
@@ -468,7 +468,7 @@ def main(argv: list[str]) -> int:
             lambda: start_serve(SQLITE, 1, str(tmp / "j.db")),
             lambda: start_serve(PG1, 1, pg_url),
         ]
-        if args.replicas:
+        if not args.no_replicas:
             plans.append(lambda: start_serve(PG2, 2, pg_url))
         if args.before is not None:
             shadow = tmp / "shadow"

@@ -19,14 +19,15 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from checkpoint_mcp import __version__
+from checkpoint_mcp.config import RELAXED_HELP, ProxyConfig
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.config import ProxyConfig
     from checkpoint_mcp.journal.base import Journal
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+RELAXED = click.option("--relaxed-completions", is_flag=True, help=RELAXED_HELP)
 
 
 def configure_logging(level: str) -> None:
@@ -76,13 +77,7 @@ class _ProxyGroup(click.Group):
     is_flag=True,
     help="Forward calls to tools the upstream marks readOnlyHint:true without journaling them.",
 )
-@click.option(
-    "--relaxed-completions",
-    is_flag=True,
-    help="SQLite: commit a call's outcome without syncing it to disk (PENDING rows stay synced before every call). "
-    "An outcome then survives a crash of this process but not a power loss, which leaves the call in doubt, "
-    "never re-run.",
-)
+@RELAXED
 @click.option(
     "--redact-args-in-journal",
     is_flag=True,
@@ -129,15 +124,12 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     """The journaling settings shared by the stdio proxy and the gateway, from their command lines.
 
     Raises:
-        click.UsageError: not exactly one upstream, a remote-only flag without --upstream-url, or
-            --relaxed-completions without an SQLite journal.
+        click.UsageError: not one upstream, a remote-only flag without --upstream-url, or relaxed commits off SQLite.
     """
-    from checkpoint_mcp.config import ProxyConfig
     from checkpoint_mcp.journal import is_postgres_url
 
     upstream_cmd, remote = upstream_choice(options)
-    relaxed = bool(options["relaxed_completions"])
-    if relaxed and (options["journal"] is None or is_postgres_url(options["journal"])):
+    if options["relaxed_completions"] and (options["journal"] is None or is_postgres_url(options["journal"])):
         raise click.UsageError("--relaxed-completions needs an SQLite --journal (PostgreSQL commits are always synced)")
     return ProxyConfig(
         upstream_cmd=upstream_cmd,
@@ -150,7 +142,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
-        relaxed_completions=relaxed,
+        relaxed_completions=options["relaxed_completions"],
     )
 
 
@@ -176,13 +168,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 )
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
-@click.option(
-    "--relaxed-completions",
-    is_flag=True,
-    help="SQLite: commit a call's outcome without syncing it to disk (PENDING rows stay synced before every call). "
-    "An outcome then survives a crash of this process but not a power loss, which leaves the call in doubt, "
-    "never re-run.",
-)
+@RELAXED
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")

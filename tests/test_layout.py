@@ -49,6 +49,7 @@ def test_the_real_tree_keeps_every_contract() -> None:
         ("proxy/relay.py", "import checkpoint_mcp.gateway.streams", "the two pumps share only"),
         ("journal/base.py", "import checkpoint_mcp.session.model", "the journal imports nothing above it"),
         ("ui/views.py", "import checkpoint_mcp.intercept.calls", "only read the journal"),
+        ("init/wrap.py", "import checkpoint_mcp.proxy.relay", "checkpoint init edits client files only"),
         ("upstream/http/sse.py", "import checkpoint_mcp.upstream.http.http_sse", "no import circle anywhere"),
     ],
 )

@@ -21,6 +21,7 @@ import click
 from checkpoint_mcp import __version__
 from checkpoint_mcp.config import RELAXED_HELP, ProxyConfig
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
@@ -265,6 +266,9 @@ def demo(workdir: str | None) -> None:
         run_demo(workdir)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+main.add_command(init_command)
 
 
 def _journal_option(function: Any) -> Any:

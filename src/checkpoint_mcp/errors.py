@@ -17,6 +17,8 @@ The hierarchy::
     │   ├── CheckpointFileError         a checkpoint file that cannot be used (corrupt, unknown version)
     │   │   └── CheckpointVersionError  written by a newer Checkpoint; refused, never modified
     │   └── GitError                    git could not be run, failed unexpectedly, or timed out
+    ├── InitError                       `checkpoint init` cannot do what it was asked; nothing was written
+    │   └── ClientConfigError           a client's configuration file (or one entry of it) it cannot read
     └── CallRefused                     one tools/call refused; becomes a JSON-RPC error on the wire
         ├── InvalidCallParams           -32602 malformed tools/call or `_meta.checkpoint_seq`
         ├── DuplicateRequestId          -32600 a tools/call reusing the id of a request still in flight
@@ -195,6 +197,22 @@ class CheckpointVersionError(CheckpointFileError):
 
 class GitError(SessionError):
     """git could not be run, failed unexpectedly, or did not answer within its timeout."""
+
+
+class InitError(CheckpointError):
+    """`checkpoint init` (or `init --undo`) cannot do what it was asked; it wrote nothing."""
+
+
+class ClientConfigError(InitError):
+    """A client's configuration file that `checkpoint init` cannot read, or one entry of it of a shape it does
+    not know. The message names the file (and the entry)."""
+
+    def __init__(self, path: str, problem: str, *, entry: str | None = None) -> None:
+        self.path = path
+        self.entry = entry
+        self.problem = problem
+        where = f"{path}: server {entry!r}" if entry is not None else path
+        super().__init__(f"{where}: {problem}; nothing was written")
 
 
 class CallRefused(CheckpointError):

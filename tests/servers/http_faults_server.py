@@ -103,7 +103,7 @@ class Server:
         self, method: str, target: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
     ) -> bool:
         if self.legacy:
-            return await self.route_legacy(method, target, body, writer)
+            return await self.route_legacy(method, target, body, writer, headers.get("traceparent"))
         session = headers.get("mcp-session-id")
         if method == "GET":
             if session not in self.sessions:
@@ -135,6 +135,7 @@ class Server:
             mcp_method=headers.get("mcp-method"),
             mcp_name=headers.get("mcp-name"),
             version=headers.get("mcp-protocol-version"),
+            traceparent=headers.get("traceparent"),
         )
         if message.get("method") == "initialize":
             self.counter += 1
@@ -218,7 +219,9 @@ class Server:
             return await self.respond(writer, 200, answer(message, text("announced")))
         return await self.respond(writer, 200, answer(message, text("?")))
 
-    async def route_legacy(self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def route_legacy(
+        self, method: str, target: str, body: bytes, writer: asyncio.StreamWriter, traceparent: str | None = None
+    ) -> bool:
         if target.startswith("/mcp"):
             if method != "GET":
                 record("received", method="POST /mcp", tool=None, session=None)
@@ -230,7 +233,7 @@ class Server:
             await asyncio.Event().wait()
         message = json.loads(body)
         tool = (message.get("params") or {}).get("name") if message.get("method") == "tools/call" else None
-        record("received", method=message.get("method"), tool=tool, session="legacy")
+        record("received", method=message.get("method"), tool=tool, session="legacy", traceparent=traceparent)
         await self.respond(writer, 202, b"")
         if "id" in message and "method" in message and self.legacy_stream is not None:
             if message["method"] == "initialize":

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_mcp import debug
@@ -25,6 +25,7 @@ from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.interceptor import Interceptor, Join
 from checkpoint_mcp.intercept.messages import internal_error_replies
+from checkpoint_mcp.intercept.traced import TracedInterceptor
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import (
     Kind,
@@ -136,8 +137,11 @@ class Channel:
 
     # ---- downstream -> upstream ---------------------------------------------------------------------------
 
-    def submit(self, message: Message, line: bytes, stream: Stream | None) -> None:
-        """Route one message from a client; a request's answer (and related messages) go to ``stream``."""
+    def submit(
+        self, message: Message, line: bytes, stream: Stream | None, carrier: Mapping[str, str] | None = None
+    ) -> None:
+        """Route one message from a client; a request's answer (and related messages) go to ``stream``.
+        ``carrier``: the HTTP request's trace-context headers (telemetry on)."""
         self.last_active = time.monotonic()
         if self.closed.is_set():
             if stream is not None and message.kind is Kind.REQUEST:
@@ -148,6 +152,8 @@ class Channel:
             line = self._register(message, line, stream)
         elif message.kind is Kind.NOTIFICATION and message.method == "notifications/cancelled":
             line = self._cancelled_upstream_id(message, line)
+        if carrier and isinstance(self._interceptor, TracedInterceptor):
+            self._interceptor.transport_context(carrier)
         self._route([line])
 
     def _register(self, message: Message, line: bytes, stream: Stream) -> bytes:
@@ -189,11 +195,10 @@ class Channel:
             if waiting.stream is stream and key in self._joining:
                 self._joining.pop(key).cancel()  # it was only waiting for another call: nothing ran
                 del self._waiting[key]
+                if isinstance(self._interceptor, TracedInterceptor):
+                    self._interceptor.trace.from_client([_cancel_notice(key[1], reason)])
             elif waiting.stream is stream and key is not None:
-                notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
-                params = dumps({"requestId": key[1], "reason": reason})
-                line = set_member(notice, ("params",), params).encode() + b"\n"
-                self._route([line])
+                self._route([_cancel_notice(key[1], reason)])
                 # Nobody reads its answer any more; if one still comes, the interceptor journals it all the same.
                 self._waiting.pop(key, None)
                 self._forget(key[1], waiting)
@@ -234,6 +239,8 @@ class Channel:
             while True:
                 remaining = deadline - loop.time()
                 if remaining <= 0 or self.closed.is_set():
+                    if isinstance(self._interceptor, TracedInterceptor):
+                        self._interceptor.trace.to_client([join.refusal])
                     self._deliver([join.refusal])
                     return
                 # Woken by any commit of this process or (LISTEN/NOTIFY) of another replica; a second's poll
@@ -410,3 +417,9 @@ class Channel:
     def kill(self) -> None:
         """End the upstream at once (the gateway is going down hard)."""
         self._upstream.kill()
+
+
+def _cancel_notice(ident: Any, reason: str) -> bytes:
+    """A ``notifications/cancelled`` line for the request ``ident``."""
+    notice = dumps({"jsonrpc": "2.0", "method": "notifications/cancelled"})
+    return set_member(notice, ("params",), dumps({"requestId": ident, "reason": reason})).encode() + b"\n"

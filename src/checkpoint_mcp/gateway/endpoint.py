@@ -129,17 +129,18 @@ class McpEndpoint:
         try:
             accepts, message, line = await self._read_post(scope, receive)
             session_id = header(scope, SESSION_HEADER)
+            carrier = _trace_context(scope)
             era = "session" if session_id is not None or message.method == "initialize" else "2026"
             self._gateway.metrics.count_request(era)
             if session_id is not None:
                 session = self._gateway.sessions.get(session_id)
                 if session is None or session.channel.closed.is_set():
                     raise _Refusal(404, -32001, "Session not found", message.id)
-                await self._exchange(receive, send, session.channel, message, line, accepts, session=session)
+                await self._exchange(receive, send, session.channel, message, line, accepts, session, None, carrier)
             elif message.kind is Kind.REQUEST and message.method == "initialize":
                 session = await self._opened(self._gateway.open_session(workflow), message)
                 extra = [(SESSION_HEADER, session.id.encode())]
-                await self._exchange(receive, send, session.channel, message, line, accepts, session, extra)
+                await self._exchange(receive, send, session.channel, message, line, accepts, session, extra, carrier)
             else:
                 if not self._modern(scope, message):
                     text = "Bad Request: Mcp-Session-Id header is required (or use protocol 2026-07-28)"
@@ -148,7 +149,7 @@ class McpEndpoint:
                 if mismatch is not None:
                     raise _Refusal(400, HEADER_MISMATCH, mismatch, message.id)
                 channel = await self._opened(self._gateway.workflow_channel(workflow), message)
-                await self._exchange(receive, send, channel, message, line, accepts)
+                await self._exchange(receive, send, channel, message, line, accepts, carrier=carrier)
         except _Refusal as refusal:
             await respond(send, refusal.status, error_body(refusal.code, refusal.text, refusal.ident))
 
@@ -235,6 +236,7 @@ class McpEndpoint:
         accepts: _Accepts,
         session: Session | None = None,
         extra: list[tuple[bytes, bytes]] | None = None,
+        carrier: dict[str, str] | None = None,
     ) -> None:
         if message.kind is not Kind.REQUEST:
             channel.submit(message, line, None)
@@ -247,7 +249,7 @@ class McpEndpoint:
             self._counter += 1
             kind = StreamKind.LISTEN if message.method == "subscriptions/listen" else StreamKind.REQUEST
             stream = Stream(f"r{self._counter}", kind, message.method)
-        channel.submit(message, line, stream)
+        channel.submit(message, line, stream, carrier)
         disconnected = asyncio.ensure_future(_disconnect(receive))
         try:
             await self._answer(send, stream, accepts, disconnected, extra or [], resumable=session is not None)
@@ -338,6 +340,15 @@ class McpEndpoint:
             await respond(send, 404, error_body(-32001, "Session not found"))
             return
         await respond(send, 200, b"{}")
+
+
+def _trace_context(scope: Scope) -> dict[str, str] | None:
+    """The request's W3C trace-context headers (``traceparent``, ``tracestate``), if it has them."""
+    parent = header(scope, b"traceparent")
+    if parent is None:
+        return None
+    state = header(scope, b"tracestate")
+    return {"traceparent": parent, **({"tracestate": state} if state is not None else {})}
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -28,6 +28,7 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.telemetry import from_environ
 from checkpoint_mcp.ui.app import create_app as create_ui_app
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 from checkpoint_mcp.upstream.base import Upstream
@@ -144,7 +145,9 @@ def run_gateway(config: GatewayConfig) -> int:
             journal = open_journal(config.proxy.journal)
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
-        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics())
+        telemetry = from_environ(os.environ)
+        stack.callback(telemetry.shutdown)  # the last spans are exported before the process ends
+        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics(), telemetry)
         mounts: dict[str, Any] = {}
         ui_token: str | None = None
         if journal is not None and config.proxy.journal is not None:

@@ -28,9 +28,10 @@ from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.calls import CallJournal
-from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.traced import traced
 from checkpoint_mcp.journal.base import CallState, Journal, Ownership
 from checkpoint_mcp.journal.replicas import ReplicaPresence
+from checkpoint_mcp.telemetry import OFF, Telemetry, peer
 from checkpoint_mcp.upstream.base import Upstream
 
 logger = logging.getLogger(__name__)
@@ -83,8 +84,10 @@ class Gateway:
         journal: Journal | None,
         upstream_factory: UpstreamFactory,
         metrics: GatewayMetrics,
+        telemetry: Telemetry = OFF,
     ) -> None:
         self.config = config
+        self.telemetry = telemetry
         self.journal = journal
         self.metrics = metrics
         self._new_upstream = upstream_factory
@@ -144,12 +147,22 @@ class Gateway:
     async def _open_channel(self, name: str, workflow: str, unrelated: Callable[[bytes], None] | None) -> Channel:
         calls = self._calls(workflow)
         lineage = calls.lineage if calls is not None else None
-        interceptor = Interceptor(self.config.proxy, self.journal, lineage, calls=calls)
+        proxy = self.config.proxy
+        url = proxy.remote.url if proxy.remote is not None else None
+        trace = self.telemetry.session(
+            peer("tcp", url), journaled=self.journal is not None, redact_args=proxy.redact_args
+        )
+        interceptor = traced(trace, proxy, self.journal, lineage, calls=calls)
         try:
             upstream = await self._new_upstream()
         except Exception as exc:
             self.upstream_error = str(exc)
             raise
+        if trace is not None and url is not None:
+            from checkpoint_mcp.upstream.http.remote import RemoteUpstream
+
+            if isinstance(upstream, RemoteUpstream):
+                upstream.trace_headers = trace.headers_for
         channel = Channel(
             name,
             interceptor,

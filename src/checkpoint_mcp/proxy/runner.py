@@ -14,6 +14,7 @@ from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
+from checkpoint_mcp.telemetry import from_environ, peer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
 
@@ -53,10 +54,20 @@ def run_proxy(config: ProxyConfig) -> int:
         elif config.workflow_id is not None or config.replay_from_start:
             logger.warning("--workflow-id and --replay-from-start have no effect without --journal")
         upstream = _upstream(config)
-        from checkpoint_mcp.intercept.interceptor import Interceptor
+        from checkpoint_mcp.intercept.traced import traced
         from checkpoint_mcp.proxy.relay import Relay
 
-        interceptor = Interceptor(config, journal, lineage)
+        # Imported only when the OTEL_* variables ask for it (after the child started: its start-up overlaps).
+        tracer = from_environ(os.environ)
+        stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
+        url = config.remote.url if config.remote is not None else None
+        trace = tracer.session(peer("pipe", url), journaled=journal is not None, redact_args=config.redact_args)
+        if trace is not None and config.remote is not None:
+            from checkpoint_mcp.upstream.http.remote import RemoteUpstream
+
+            assert isinstance(upstream, RemoteUpstream)
+            upstream.trace_headers = trace.headers_for
+        interceptor = traced(trace, config, journal, lineage)
         client_in, client_out = _wire_streams(stack)
         relay = Relay(upstream, interceptor, client_in, client_out)
         with asyncio.Runner(loop_factory=_loop_factory(config)) as runner:

@@ -53,6 +53,8 @@ class StreamOwner(Protocol):
 
     def stream_lost(self) -> None: ...
 
+    def trace_context(self, message: OutgoingMessage) -> dict[str, str]: ...
+
 
 class LegacyStream:
     """The 2024-11-05 transport: one event stream for every message from the server, POSTs to its endpoint."""
@@ -129,7 +131,7 @@ class LegacyStream:
             self._waiting[message.key] = message
         try:
             async with upstream.deadlines.bounded():
-                headers = {"content-type": "application/json"}
+                headers = {"content-type": "application/json", **upstream.trace_context(message)}
                 status = await send_and_read(self._client, "POST", self._endpoint, headers, message.body)
         except ConnectFailed as exc:
             self._answer_refused(message, None, describe(exc))

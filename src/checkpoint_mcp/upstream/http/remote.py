@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -145,6 +145,9 @@ class RemoteUpstream:
         self._legacy: LegacyStream | None = None
         self._closing = False
         self._ended = asyncio.Event()
+        self.trace_headers: Callable[[tuple[str, Any] | None], dict[str, str]] | None = None
+        """Telemetry on: the ``traceparent`` of a request's upstream exchange, by its ``id_key`` (a header, so the
+        request's bytes stay verbatim)."""
 
     # ---- the Upstream interface ------------------------------------------------------------------------------
 
@@ -429,7 +432,14 @@ class RemoteUpstream:
         if message.method != "initialize":
             headers.update(self._session_headers())
         headers.update(self._mcp.for_message(message))
+        headers.update(self.trace_context(message))
         return headers
+
+    def trace_context(self, message: OutgoingMessage) -> dict[str, str]:
+        """The ``traceparent`` naming the proxy's span for this request's exchange (telemetry on), else nothing."""
+        if self.trace_headers is None or message.key is None:
+            return {}
+        return self.trace_headers(message.key)
 
     def _session_headers(self) -> dict[str, str]:
         headers = self._mcp.version_header()

@@ -1,0 +1,11 @@
+"""`checkpoint init`: put Checkpoint in front of the MCP servers a project already has, and take it away again.
+
+``clients`` (where each client keeps its servers, and the shape of its file) · ``wrap`` (one entry rewritten to
+run through ``checkpoint``, the session server, the SessionStart hook) · ``files`` (reading, diffs, atomic
+writes, the kept originals and ``--undo``) · ``plan`` (the whole run: every file's new text decided before
+anything is written) · ``command`` (the click command, which ``cli`` registers).
+
+This room reads and writes client configuration files only. It imports ``errors`` and, for the journals a
+session server should read, ``session.journals`` (and ``journal``'s default workflow name); never a pump, a
+transport or the interceptor.
+"""

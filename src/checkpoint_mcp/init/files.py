@@ -1,0 +1,267 @@
+"""The files `checkpoint init` reads and writes: JSON in the file's own indentation, diffs, atomic writes, the
+kept originals, and ``--undo``.
+
+Every write goes temp file → fsync → rename → fsync of the folder, so a crash leaves either the old file or the
+new one. Before the first file is written, a *run* is recorded under ``<project>/.checkpoint/init/<run>/``: the
+original bytes of every file it will change (owner-only: a configuration may hold a literal secret), and a
+manifest saying which files did not exist and what was written. ``--undo`` puts the latest run's originals back
+byte for byte (and removes the files and folders it created); a file changed by hand since is kept beside as
+``<file>.checkpoint-undo-<run>`` so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from checkpoint_mcp.debug import trigger
+from checkpoint_mcp.errors import ClientConfigError, InitError
+
+RUNS_FOLDER: Final = os.path.join(".checkpoint", "init")
+MANIFEST: Final = "manifest.json"
+_INDENT: Final = re.compile(r"\n([ \t]+)\S")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A file as it is now: its bytes (None: it does not exist) and their JSON value (``{}`` when absent)."""
+
+    path: str
+    raw: bytes | None
+    value: Any
+
+
+def load_json(path: str) -> Loaded:
+    """Read and parse a JSON configuration file; a missing file reads as ``{}``.
+
+    Raises:
+        ClientConfigError: it cannot be read, is not UTF-8, or is not valid JSON (with line and column).
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return Loaded(path, None, {})
+    except OSError as exc:
+        raise ClientConfigError(path, f"cannot be read ({exc.strerror})") from exc
+    if not raw.strip():
+        return Loaded(path, raw, {})
+    try:
+        value = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ClientConfigError(path, "is not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise ClientConfigError(path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    return Loaded(path, raw, value)
+
+
+def render_json(value: Any, like: bytes | None) -> bytes:
+    """``value`` as JSON text in the indentation of the file it replaces (two spaces for a new one)."""
+    indent: str | int = 2
+    if like:
+        found = _INDENT.search(like.decode("utf-8", "replace"))
+        if found:
+            indent = found.group(1)
+    return (json.dumps(value, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def unified_diff(path: str, before: bytes | None, after: bytes) -> str:
+    """A unified diff of one file, ``/dev/null`` for a new one."""
+    old = before.decode("utf-8", "replace").splitlines(keepends=True) if before is not None else []
+    new = after.decode("utf-8", "replace").splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, "/dev/null" if before is None else path, path)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file `init` writes: what it holds now (None: absent) and what it will hold."""
+
+    path: str
+    before: bytes | None
+    after: bytes
+
+
+def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` so a crash leaves the old bytes or the new ones, never a mix.
+
+    ``mode`` defaults to the replaced file's (0644 for a new one).
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    folder = os.path.dirname(path) or "."
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    fsync_folder(folder)
+
+
+def fsync_folder(folder: str) -> None:
+    """Make a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # Some filesystems cannot fsync a folder; the rename is then as durable as they allow.
+    finally:
+        os.close(fd)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _make_folders(path: str, created: list[str]) -> None:
+    """Create the missing folders above ``path``, noting each (outermost first) in ``created``."""
+    missing: list[str] = []
+    folder = os.path.dirname(path)
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for each in reversed(missing):
+        os.mkdir(each)
+        created.append(each)
+
+
+def apply(project: str, changes: Sequence[Change]) -> str:
+    """Write ``changes``, having first kept the originals as a run under the project; returns the run's folder.
+
+    Raises:
+        InitError: a file or folder cannot be written (the run recorded so far can be undone).
+    """
+    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    run = os.path.join(project, RUNS_FOLDER, run_name)
+    try:
+        os.makedirs(run, mode=0o700)
+        created: list[str] = []
+        for change in changes:
+            _make_folders(change.path, created)
+        files = []
+        for index, change in enumerate(changes):
+            record: dict[str, Any] = {"path": change.path, "written": _digest(change.after), "backup": None}
+            if change.before is not None:
+                record["backup"] = f"{index}.orig"
+                record["mode"] = os.stat(change.path).st_mode & 0o7777
+                atomic_write(os.path.join(run, record["backup"]), change.before, 0o600)
+            files.append(record)
+        manifest = {"version": 1, "files": files, "created_folders": created}
+        atomic_write(os.path.join(run, MANIFEST), json.dumps(manifest, indent=2).encode(), 0o600)
+        trigger("init.run_recorded")
+        for change in changes:
+            atomic_write(change.path, change.after)
+            trigger("init.file_written")
+    except OSError as exc:
+        raise InitError(
+            f"writing {exc.filename or project} failed ({exc.strerror}); undo what was written with "
+            "`checkpoint init --undo`"
+        ) from exc
+    return run
+
+
+def latest_run(project: str) -> str | None:
+    """The folder of the latest run `init` recorded under ``project`` (None: there is none)."""
+    folder = os.path.join(project, RUNS_FOLDER)
+    try:
+        runs = sorted(name for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name, MANIFEST)))
+    except FileNotFoundError:
+        return None
+    return os.path.join(folder, runs[-1]) if runs else None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What ``undo`` did to one file; ``kept`` is where a version changed by hand since was put aside."""
+
+    path: str
+    action: str  # "restored" or "removed"
+    kept: str | None = None
+
+
+def undo(project: str) -> list[Restored]:
+    """Put back the files of the latest run byte for byte, remove the ones it created, and forget the run.
+
+    Raises:
+        InitError: there is nothing to undo, the run's record is damaged, or a file cannot be written.
+    """
+    run = latest_run(project)
+    if run is None:
+        raise InitError(f"nothing to undo: `checkpoint init` recorded no change under {project}")
+    try:
+        with open(os.path.join(run, MANIFEST), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        files = manifest["files"]
+        originals = [None if f["backup"] is None else _read(os.path.join(run, f["backup"])) for f in files]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InitError(f"the record of {run} is damaged ({exc}); nothing was restored") from exc
+    done: list[Restored] = []
+    try:
+        for record, original in zip(files, originals, strict=True):
+            path = record["path"]
+            kept = _put_aside(path, (record["written"], _digest(original or b"")), os.path.basename(run))
+            if original is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                    fsync_folder(os.path.dirname(path))
+                done.append(Restored(path, "removed", kept))
+            else:
+                atomic_write(path, original, record.get("mode"))
+                done.append(Restored(path, "restored", kept))
+            trigger("init.file_restored")
+        for folder in reversed(manifest.get("created_folders", [])):
+            with contextlib.suppress(OSError):  # not empty any more: someone put files there; keep it
+                os.rmdir(folder)
+        for name in os.listdir(run):
+            os.unlink(os.path.join(run, name))
+        os.rmdir(run)
+        for folder in (os.path.dirname(run), os.path.dirname(os.path.dirname(run))):
+            with contextlib.suppress(OSError):  # only when empty: the journal lives in .checkpoint too
+                os.rmdir(folder)
+    except OSError as exc:
+        raise InitError(
+            f"restoring {exc.filename or run} failed ({exc.strerror}); run `checkpoint init --undo` "
+            "again once it can be written"
+        ) from exc
+    return done
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _put_aside(path: str, known: tuple[str, str], run_name: str) -> str | None:
+    """Copy a file that is neither what `init` wrote nor the original (``known``: their digests) beside it, so
+    undoing never loses an edit made since (an undo cut short and run again finds originals: no copy)."""
+    try:
+        current = _read(path)
+    except FileNotFoundError:
+        return None
+    if _digest(current) in known:
+        return None
+    aside = f"{path}.checkpoint-undo-{run_name}"
+    atomic_write(aside, current, 0o600)
+    return aside

@@ -1,0 +1,190 @@
+"""One server entry rewritten to run through ``checkpoint``; the session server and the SessionStart hook.
+
+A stdio entry's ``command`` and ``args`` become one ``--upstream-cmd`` string that ``/bin/sh -c`` turns back into
+exactly that argv (``shlex`` quoting). Two things never move into an argument:
+
+- the entry's ``env`` stays its ``env`` (the proxy's child inherits it);
+- a string holding a client variable (``${VAR}``, ``${env:VAR}``, ``${input:ID}``: the client expands these in
+  ``args`` before it starts the server, and a secret would then sit in the proxy's command line, readable by
+  every user in ``ps``) moves into ``env`` as ``CHECKPOINT_ARG_<n>``, where the client expands it as before, and
+  the shell command says ``"$CHECKPOINT_ARG_<n>"``: the upstream still gets exactly that argument.
+
+An HTTP entry becomes ``--upstream-url URL`` and one ``--upstream-header 'Name: ${CHECKPOINT_HEADER_<NAME>}'``
+per header, its value (as written, a ``${VAR}`` still a reference) in ``env`` as ``CHECKPOINT_HEADER_<NAME>``:
+the proxy expands the reference from its environment at start, so no header value is ever an argument.
+
+Every other field of the entry is kept where it was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
+
+CLIENT_VARIABLE: Final = "${"
+SESSION_NAME: Final = "checkpoint-session"
+HOOK_MATCHER: Final = "startup|clear|compact"
+HOOK_TIMEOUT: Final = 10
+_NOT_NAME: Final = re.compile(r"[^A-Z0-9]+")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How a client starts this ``checkpoint``: an absolute ``command`` and the ``args`` that come first."""
+
+    command: str
+    prefix: tuple[str, ...] = ()
+
+    def shell(self, *args: str) -> str:
+        """The same, as one shell command line (for a hook)."""
+        return shlex.join([self.command, *self.prefix, *args])
+
+
+def launcher(argv0: str, python: str, which: Any = None) -> Launcher:
+    """The ``checkpoint`` that is running now, by absolute path: the console script when ``argv0`` is one, else
+    ``python -m checkpoint_mcp`` with this interpreter (``python``, absolute).
+
+    ``which`` (``shutil.which``) finds a bare ``checkpoint`` on the PATH.
+    """
+    base = os.path.basename(argv0)
+    if base in ("checkpoint", "checkpoint.exe"):
+        found = argv0 if os.sep in argv0 else (which(argv0) if which is not None else None)
+        if found and os.access(found, os.X_OK):
+            return Launcher(os.path.abspath(found))
+    return Launcher(os.path.abspath(python), ("-m", "checkpoint_mcp"))
+
+
+def runs_checkpoint(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry already starts ``checkpoint`` (its console script, or ``python -m checkpoint_mcp``)."""
+    command, args = entry.get("command"), entry.get("args", [])
+    if not isinstance(command, str):
+        return False
+    base = os.path.basename(command)
+    if base in ("checkpoint", "checkpoint.exe"):
+        return True
+    return base.startswith("python") and isinstance(args, list) and args[:2] == ["-m", "checkpoint_mcp"]
+
+
+def is_session_server(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry runs ``checkpoint session``."""
+    args = entry.get("args", [])
+    return runs_checkpoint(entry) and isinstance(args, list) and "session" in args
+
+
+@dataclass(frozen=True)
+class Wrapping:
+    """What every wrapped entry gets: the launcher, the journal, and the policy file, if any."""
+
+    launcher: Launcher
+    journal: str
+    policy: str | None = None
+
+    def proxy_args(self, workflow: str) -> list[str]:
+        args = [*self.launcher.prefix, "--journal", self.journal, "--workflow-id", workflow]
+        if self.policy is not None:
+            args += ["--policy", self.policy]
+        return args
+
+
+def wrap(name: str, entry: Mapping[str, Any], shape: StdioEntry | HttpEntry, wrapping: Wrapping) -> dict[str, Any]:
+    """The entry that runs ``checkpoint`` in front of the server ``entry`` describes (a new dict; key order kept)."""
+    env = dict(entry.get("env", {}))
+    if isinstance(shape, StdioEntry):
+        upstream = ["--upstream-cmd", shell_command([shape.command, *shape.args], env)]
+    else:
+        upstream = ["--upstream-url", shape.url]
+        for header, value in shape.headers:
+            variable = _free(f"CHECKPOINT_HEADER_{_NOT_NAME.sub('_', header.upper()).strip('_')}", env)
+            env[variable] = value
+            upstream += ["--upstream-header", f"{header}: ${{{variable}}}"]
+    replaced = {"command": wrapping.launcher.command, "args": [*wrapping.proxy_args(name), *upstream]}
+    result: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key in ("command", "url"):
+            result.update(replaced)
+        elif key == "type":
+            result[key] = "stdio"
+        elif key == "env":
+            result[key] = env
+        elif key not in ("args", "headers"):
+            result[key] = value
+    if env and "env" not in result:
+        result["env"] = env
+    return result
+
+
+def shell_command(argv: Sequence[str], env: dict[str, str]) -> str:
+    """``argv`` as a ``/bin/sh`` command line that runs exactly it; strings holding a client variable move into
+    ``env`` (as ``CHECKPOINT_ARG_<n>``) and are quoted as ``"$CHECKPOINT_ARG_<n>"``."""
+    words = []
+    for index, word in enumerate(argv):
+        if CLIENT_VARIABLE in word:
+            variable = _free(f"CHECKPOINT_ARG_{index}", env)
+            env[variable] = word
+            words.append(f'"${variable}"')
+        else:
+            words.append(shlex.quote(word))
+    return " ".join(words)
+
+
+def _free(name: str, env: Mapping[str, str]) -> str:
+    candidate, n = name, 1
+    while candidate in env:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate
+
+
+def session_entry(
+    wrapping: Wrapping, journals: Iterable[tuple[str, str]], project: str, *, finds_project: bool
+) -> dict[str, Any]:
+    """The ``checkpoint session`` server. A client that finds the project by itself (Claude Code sets
+    ``CLAUDE_PROJECT_DIR``; the session reads the journals from ``.mcp.json``) gets the bare command; any other
+    gets the journals (location, workflow) and ``CHECKPOINT_PROJECT_ROOT``."""
+    args = [*wrapping.launcher.prefix, "session"]
+    if finds_project:
+        return {"command": wrapping.launcher.command, "args": args}
+    for location, workflow in journals:
+        args += ["--journal", location, "--workflow-id", workflow]
+    return {"command": wrapping.launcher.command, "args": args, "env": {"CHECKPOINT_PROJECT_ROOT": project}}
+
+
+def free_server_name(servers: Mapping[str, Any]) -> str:
+    """``checkpoint-session``, or the first ``checkpoint-session-<n>`` no server has."""
+    return _free(SESSION_NAME, servers)
+
+
+def has_brief_hook(settings: Mapping[str, Any]) -> bool:
+    """Whether Claude Code settings already run ``checkpoint brief --hook`` at SessionStart."""
+    hooks = settings.get("hooks", {})
+    groups = hooks.get("SessionStart", []) if isinstance(hooks, dict) else []
+    for group in groups if isinstance(groups, list) else []:
+        inner = group.get("hooks", []) if isinstance(group, dict) else []
+        for hook in inner if isinstance(inner, list) else []:
+            command = hook.get("command") if isinstance(hook, dict) else None
+            if isinstance(command, str) and "brief" in command and "--hook" in command and "checkpoint" in command:
+                return True
+    return False
+
+
+def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:
+    """Append the SessionStart hook running ``command`` to Claude Code settings, keeping every hook there.
+
+    Returns what is wrong with the settings' shape (None when the hook was added).
+    """
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        return "'hooks' is not an object"
+    groups = hooks.setdefault("SessionStart", [])
+    if not isinstance(groups, list):
+        return "'hooks.SessionStart' is not a list"
+    groups.append(
+        {"matcher": HOOK_MATCHER, "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}
+    )
+    return None

@@ -1,0 +1,1 @@
+"""Tests of `checkpoint init`, mirroring src/checkpoint_mcp/init."""

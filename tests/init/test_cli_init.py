@@ -1,0 +1,340 @@
+"""`checkpoint init` as a real process on real files: round trips, hostile configs, every client's file shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_mcp.init.clients import desktop_config_path
+
+from .entries import run_init, servers
+
+HOSTILE_MCP_JSON = """{
+\t"mcpServers": {
+\t\t"quoted": {"command": "python3", "args": ["-c", "print('it''s \\"x\\"')", "a  b", "$HOME", "${TOKEN}", "\u00e9t\u00e9 \u2603"],
+\t\t\t"env": {"API_KEY": "sk-live-1234", "FROM_ENV": "${TOKEN}"}, "x-vendor": {"keep": [1, 2.50, null]}},
+\t\t"remote": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+\t\t"mine": {"command": "/usr/local/bin/checkpoint", "args": ["--journal", "j.db", "--upstream-cmd", "srv"]}
+\t},
+\t"x-top": "kept"
+}"""
+
+SETTINGS_JSON = '{"permissions": {"allow": ["Bash(ls)"]}, "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo hello"}]}], "Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}'
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def folders(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "my project"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".mcp.json").write_text(HOSTILE_MCP_JSON)
+    (root / ".claude" / "settings.json").write_text(SETTINGS_JSON)
+    return root
+
+
+def init_ok(*args: str, **kw: Any) -> str:
+    done = run_init(*args, **kw)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_bytes(project: Path) -> None:
+    before, dirs = snapshot(project), folders(project)
+    out = init_ok("--project", str(project))
+    assert f"--- {project}/.mcp.json" in out
+    assert f"+++ {project}/.claude/settings.json" in out
+    assert "wrapped: quoted, remote" in out
+    assert "left alone: mine (already runs checkpoint)" in out
+
+    mcp = json.loads((project / ".mcp.json").read_text())
+    assert mcp["x-top"] == "kept"
+    assert list(mcp["mcpServers"]) == ["quoted", "remote", "mine", "checkpoint-session"]
+    quoted = mcp["mcpServers"]["quoted"]
+    assert quoted["command"] == sys.executable
+    assert quoted["args"][:2] == ["-m", "checkpoint_mcp"]
+    assert quoted["args"][2:6] == ["--journal", f"{project}/.checkpoint/journal.db", "--workflow-id", "quoted"]
+    assert quoted["env"] == {"API_KEY": "sk-live-1234", "FROM_ENV": "${TOKEN}", "CHECKPOINT_ARG_5": "${TOKEN}"}
+    assert quoted["x-vendor"] == {"keep": [1, 2.5, None]}
+    assert "sk-live" not in json.dumps(quoted["args"])
+    assert mcp["mcpServers"]["mine"] == json.loads(HOSTILE_MCP_JSON)["mcpServers"]["mine"]
+    assert mcp["mcpServers"]["checkpoint-session"] == {
+        "command": sys.executable,
+        "args": ["-m", "checkpoint_mcp", "session"],
+    }
+    assert (project / ".mcp.json").read_text().startswith('{\n\t"mcpServers"'), "the file's own indentation is kept"
+
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["permissions"] == {"allow": ["Bash(ls)"]}
+    assert len(settings["hooks"]["Stop"]) == 1
+    first, added = settings["hooks"]["SessionStart"]
+    assert first == {"hooks": [{"type": "command", "command": "echo hello"}]}
+    assert added["hooks"][0]["command"] == f"{sys.executable} -m checkpoint_mcp brief --hook"
+    assert (project / ".checkpoint" / "policy.toml").read_text().count("\n[default]") == 1
+
+    after = snapshot(project)
+    again = init_ok("--project", str(project))
+    assert "nothing to change" in again
+    assert "---" not in again
+    assert snapshot(project) == after, "the second run writes nothing, not even a new record"
+
+    undone = init_ok("--undo", "--project", str(project))
+    assert f"restored {project}/.mcp.json" in undone
+    assert f"removed {project}/.checkpoint/policy.toml" in undone
+    assert snapshot(project) == before
+    assert folders(project) == dirs
+    assert run_init("--undo", "--project", str(project)).returncode == 1
+    assert run_init("--undo", "--dry-run", "--project", str(project)).returncode == 2
+
+
+def test_dry_run_prints_the_diffs_and_writes_nothing(project: Path) -> None:
+    before, dirs = snapshot(project), folders(project)
+    out = init_ok("--dry-run", "--project", str(project))
+    assert '+\t\t\t\t"--upstream-cmd",' in out
+    assert "dry run: nothing was written" in out
+    assert snapshot(project) == before
+    assert folders(project) == dirs
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (".mcp.json", '{"mcpServers": {"a": {"command": "x",}}}', "/.mcp.json: is not valid JSON (line 1, column 38"),
+        (".mcp.json", '["not", "an", "object"]', "/.mcp.json: the file is not a JSON object"),
+        (".mcp.json", '{"mcpServers": []}', "'mcpServers' is not an object of servers"),
+        (
+            ".mcp.json",
+            '{"mcpServers": {"ok": {"command": "a"}, "bad": {"command": "a", "url": "http://x"}}}',
+            "/.mcp.json: server 'bad': has both 'command' and 'url'",
+        ),
+        (
+            ".mcp.json",
+            '{"mcpServers": {"ok": {"command": "a"}, "ws": {"type": "ws", "url": "ws://x"}}}',
+            "server 'ws': unknown server type 'ws'",
+        ),
+        (
+            ".mcp.json",
+            '{"mcpServers": {"a": {"command": "a", "args": "one string"}}}',
+            "server 'a': 'args' is not a list of strings",
+        ),
+        (
+            ".mcp.json",
+            '{"mcpServers": {"a": {"command": "a", "env": {"N": 1}}}}',
+            "server 'a': 'env' is not an object of strings",
+        ),
+        (".mcp.json", '{"mcpServers": {"a": {"args": []}}}', "server 'a': has neither 'command' nor 'url'"),
+        (
+            ".mcp.json",
+            '{"mcpServers": {"h": {"url": "http://x", "headersHelper": "/bin/gen"}}}',
+            "server 'h': 'headersHelper'",
+        ),
+        (".mcp.json", b'{"mcpServers": {"\xff": {}}}', "/.mcp.json: is not UTF-8 text"),
+        (
+            ".claude/settings.json",
+            '{"hooks": {"SessionStart": {"not": "a list"}}}',
+            "/.claude/settings.json: 'hooks.SessionStart' is not a list",
+        ),
+        (".claude/settings.json", "{oops", "/.claude/settings.json: is not valid JSON"),
+    ],
+)
+def test_a_config_it_cannot_read_is_an_error_naming_the_file_and_entry_and_nothing_is_written(
+    project: Path, name: str, content: str | bytes, message: str
+) -> None:
+    target = project / name
+    target.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before, dirs = snapshot(project), folders(project)
+    done = run_init("--project", str(project))
+    assert done.returncode == 1
+    assert message in done.stderr
+    assert "nothing was written" in done.stderr
+    assert done.stdout == ""
+    assert snapshot(project) == before
+    assert folders(project) == dirs
+
+
+def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(project: Path) -> None:
+    done = run_init("--project", str(project), "--only", "nope")
+    assert done.returncode == 1
+    assert "has no server named 'nope' (it has: quoted, remote, mine)" in done.stderr
+    out = init_ok("--project", str(project), "--skip", "quoted,mine")
+    assert "wrapped: remote" in out
+    assert "left alone: quoted (skipped)" in out
+    mcp = servers(project / ".mcp.json")
+    assert mcp["quoted"] == json.loads(HOSTILE_MCP_JSON)["mcpServers"]["quoted"]
+    out = init_ok("--project", str(project), "--only", "quoted")
+    assert "wrapped: quoted" in out
+    init_ok("--undo", "--project", str(project))
+    init_ok("--undo", "--project", str(project))
+    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON
+
+
+def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(project: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[default]\nrepeat = "refuse"\nwindow = "24h"\n')
+    init_ok("--project", str(project), "--policy", str(policy), "--journal", str(tmp_path / "j.db"))
+    mcp = servers(project / ".mcp.json")
+    for name in ("quoted", "remote"):
+        args = mcp[name]["args"]
+        assert args[args.index("--policy") + 1] == str(policy)
+        assert args[args.index("--journal") + 1] == str(tmp_path / "j.db")
+    assert "--policy" not in mcp["checkpoint-session"]["args"]
+    assert not (project / ".checkpoint" / "policy.toml").exists()
+
+
+def test_undo_keeps_a_version_edited_since_beside_the_restored_original(project: Path) -> None:
+    init_ok("--project", str(project))
+    edited = (project / ".mcp.json").read_text().replace('"x-top": "kept"', '"x-top": "edited by hand"')
+    (project / ".mcp.json").write_text(edited)
+    out = init_ok("--undo", "--project", str(project))
+    [aside] = [p for p in project.iterdir() if p.name.startswith(".mcp.json.checkpoint-undo-")]
+    assert str(aside) in out
+    assert aside.read_text() == edited
+    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON
+
+
+def test_a_project_without_any_config_gets_the_session_server_and_the_hook_and_undo_removes_them(
+    tmp_path: Path,
+) -> None:
+    init_ok("--project", str(tmp_path))
+    assert servers(tmp_path / ".mcp.json") == {
+        "checkpoint-session": {"command": sys.executable, "args": ["-m", "checkpoint_mcp", "session"]}
+    }
+    assert (tmp_path / ".claude" / "settings.json").exists()
+    init_ok("--undo", "--project", str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_running_console_script_is_written_by_its_absolute_path(project: Path) -> None:
+    script = Path(sys.executable).parent / "checkpoint"
+    assert script.exists(), "the test environment installs the console script"
+    done = subprocess.run(
+        ["checkpoint", "init"],
+        cwd=project,
+        env={**os.environ, "PATH": f"{script.parent}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    mcp = servers(project / ".mcp.json")
+    assert mcp["quoted"]["command"] == str(script)
+    assert mcp["quoted"]["args"][0] == "--journal"
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["SessionStart"][1]["hooks"][0]["command"] == shlex.join([str(script), "brief", "--hook"])
+
+
+VSCODE_JSON = {
+    "inputs": [{"type": "promptString", "id": "api-key", "description": "API key", "password": True}],
+    "servers": {
+        "files": {
+            "type": "stdio",
+            "command": "npx",
+            "args": ["-y", "@x/files", "${workspaceFolder}"],
+            "env": {"KEY": "${input:api-key}"},
+        },
+        "web": {"type": "http", "url": "https://api.example.com/mcp", "headers": {"X-Key": "${input:api-key}"}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("client", "relative", "key", "document"),
+    [
+        (
+            "cursor",
+            ".cursor/mcp.json",
+            "mcpServers",
+            {
+                "mcpServers": {
+                    "files": {"command": "npx", "args": ["-y", "@x/files", "${env:HOME}"]},
+                    "web": {"url": "https://api.example.com/mcp", "headers": {"X-Key": "${env:KEY}"}},
+                }
+            },
+        ),
+        ("vscode", ".vscode/mcp.json", "servers", VSCODE_JSON),
+    ],
+)
+def test_cursor_and_vscode_files_are_wrapped_in_their_own_shape(
+    tmp_path: Path, client: str, relative: str, key: str, document: dict[str, Any]
+) -> None:
+    path = tmp_path / relative
+    path.parent.mkdir()
+    original = json.dumps(document, indent=4)
+    path.write_text(original)
+    init_ok("--project", str(tmp_path), "--client", client)
+    written = json.loads(path.read_text())
+    assert set(written) == set(document), "no other top-level key appears (VS Code's inputs are kept)"
+    table = written[key]
+    files = table["files"]
+    assert files["args"][-2] == "--upstream-cmd"
+    assert files["args"][-1] == 'npx -y @x/files "$CHECKPOINT_ARG_3"'
+    assert files["env"]["CHECKPOINT_ARG_3"] == document[key]["files"]["args"][2]
+    web = table["web"]
+    assert "url" not in web
+    assert "headers" not in web
+    assert "--upstream-url" in web["args"]
+    assert web["env"]["CHECKPOINT_HEADER_X_KEY"] == document[key]["web"]["headers"]["X-Key"]
+    session = table["checkpoint-session"]
+    journal = str(tmp_path / ".checkpoint" / "journal.db")
+    assert session["args"] == [
+        "-m",
+        "checkpoint_mcp",
+        "session",
+        "--journal",
+        journal,
+        "--workflow-id",
+        "files",
+        "--journal",
+        journal,
+        "--workflow-id",
+        "web",
+    ]
+    assert session["env"] == {"CHECKPOINT_PROJECT_ROOT": str(tmp_path)}
+    assert not (tmp_path / ".claude").exists()
+    assert not (tmp_path / ".mcp.json").exists()
+    init_ok("--undo", "--project", str(tmp_path))
+    assert path.read_text() == original
+
+
+def test_claude_desktop_writes_its_per_user_file(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    desktop = config / "Claude" / "claude_desktop_config.json"
+    desktop.parent.mkdir(parents=True)
+    original = (
+        '{"globalShortcut": "Ctrl+Space", "mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}'
+    )
+    desktop.write_text(original)
+    project = tmp_path / "proj"
+    project.mkdir()
+    init_ok("--project", str(project), "--client", "claude-desktop", env={"XDG_CONFIG_HOME": str(config)})
+    written = json.loads(desktop.read_text())
+    assert written["globalShortcut"] == "Ctrl+Space"
+    assert written["mcpServers"]["time"]["args"][-1] == "uvx mcp-server-time"
+    assert written["mcpServers"]["checkpoint-session"]["env"] == {"CHECKPOINT_PROJECT_ROOT": str(project)}
+    assert (project / ".checkpoint" / "init").is_dir(), "the originals are kept under the project"
+    init_ok("--undo", "--project", str(project))
+    assert desktop.read_text() == original
+
+
+def test_claude_desktop_file_is_where_each_os_keeps_it() -> None:
+    assert desktop_config_path({"HOME": "/Users/ann"}, "darwin") == (
+        "/Users/ann/Library/Application Support/Claude/claude_desktop_config.json"
+    )
+    assert desktop_config_path({"HOME": "/h", "APPDATA": "/h/AppData/Roaming"}, "win32").endswith(
+        os.path.join("Roaming", "Claude", "claude_desktop_config.json")
+    )
+    assert desktop_config_path({"HOME": "/home/ann"}, "linux") == "/home/ann/.config/Claude/claude_desktop_config.json"

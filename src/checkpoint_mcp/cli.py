@@ -19,16 +19,16 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from checkpoint_mcp import __version__
-from checkpoint_mcp.config import RELAXED_HELP, ProxyConfig
+from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import init as init_command
+from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.base import Journal
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-RELAXED = click.option("--relaxed-completions", is_flag=True, help=RELAXED_HELP)
 
 
 def configure_logging(level: str) -> None:
@@ -78,7 +78,7 @@ class _ProxyGroup(click.Group):
     is_flag=True,
     help="Forward calls to tools the upstream marks readOnlyHint:true without journaling them.",
 )
-@RELAXED
+@journal_options
 @click.option(
     "--redact-args-in-journal",
     is_flag=True,
@@ -127,11 +127,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     Raises:
         click.UsageError: not one upstream, a remote-only flag without --upstream-url, or relaxed commits off SQLite.
     """
-    from checkpoint_mcp.journal import is_postgres_url
-
     upstream_cmd, remote = upstream_choice(options)
-    if options["relaxed_completions"] and (options["journal"] is None or is_postgres_url(options["journal"])):
-        raise click.UsageError("--relaxed-completions needs an SQLite --journal (PostgreSQL commits are always synced)")
     return ProxyConfig(
         upstream_cmd=upstream_cmd,
         remote=remote,
@@ -143,7 +139,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
-        relaxed_completions=options["relaxed_completions"],
+        relaxed_completions=relaxed_choice(options),
     )
 
 
@@ -169,7 +165,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 )
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
-@RELAXED
+@journal_options
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")

@@ -9,11 +9,6 @@ from typing import Literal, NamedTuple
 from checkpoint_mcp.errors import UsageError
 
 DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
-RELAXED_HELP = (
-    "SQLite: commit a call's outcome without syncing it to disk (PENDING rows stay synced before every call). "
-    "An outcome then survives a crash of this process but not a power loss, which leaves the call in doubt, "
-    "never re-run."
-)
 
 
 class RemoteConfig(NamedTuple):

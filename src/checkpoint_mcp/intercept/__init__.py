@@ -3,7 +3,8 @@
 ``interceptor.Interceptor`` routes the lines a pump hands it (forward, journal, replay, refuse) and holds what is
 in flight (``inflight``); ``calls`` is the journaled life of one call (sequences, claims, replays, outcomes);
 ``results`` edits the results the proxy only routes (the server identity); ``messages`` checks single lines;
-``traced`` shows a ``telemetry`` trace the lines crossing the interceptor (built only when telemetry is on).
+``traced`` shows a ``telemetry`` trace the lines crossing the interceptor (built only when telemetry is on);
+``options`` holds the journaling flag the two pumps' commands share (``--relaxed-completions``).
 
 May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``debug``, ``telemetry``.
 Never a pump (``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and out drives the same

@@ -13,7 +13,18 @@ import time
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-ORDER = ["latency", "throughput", "replay", "scale", "startup", "session", "session_journal", "backends", "remote"]
+ORDER = [
+    "latency",
+    "throughput",
+    "replay",
+    "scale",
+    "startup",
+    "session",
+    "session_journal",
+    "backends",
+    "remote",
+    "audit",
+]
 TAKES_FASTMCP = {"latency", "throughput", "startup"}
 
 

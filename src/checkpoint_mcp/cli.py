@@ -12,21 +12,19 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from checkpoint_mcp import __version__
-from checkpoint_mcp.config import ProxyConfig
+from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.journal.base import Journal
+    from checkpoint_mcp.config import ProxyConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -84,6 +82,7 @@ class _ProxyGroup(click.Group):
     is_flag=True,
     help="Store a stub instead of the call arguments; divergence is still detected by signature.",
 )
+@audit_key_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the client sees.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the client sees.")
 @click.option(
@@ -105,7 +104,8 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     """
     configure_logging(options["log_level"])
     if ctx.invoked_subcommand is not None:
-        given = [k for k in ("upstream_cmd", "upstream_url", "journal", "workflow_id") if options[k] is not None]
+        proxy_only = ("upstream_cmd", "upstream_url", "journal", "workflow_id", "audit_key_env")
+        given = [k for k in proxy_only if options[k] is not None]
         if given:
             raise click.UsageError(
                 f"--{given[0].replace('_', '-')} belongs to the proxy, not to `checkpoint {ctx.invoked_subcommand}`"
@@ -127,6 +127,10 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     Raises:
         click.UsageError: not one upstream, a remote-only flag without --upstream-url, or relaxed commits off SQLite.
     """
+    from checkpoint_mcp.cli_journal import key_from
+    from checkpoint_mcp.config import ProxyConfig
+
+    key_from(options["audit_key_env"])  # an unset variable is a usage error now, not at the first call
     upstream_cmd, remote = upstream_choice(options)
     return ProxyConfig(
         upstream_cmd=upstream_cmd,
@@ -140,6 +144,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         server_name=options["name"],
         server_version=options["server_version"],
         relaxed_completions=relaxed_choice(options),
+        audit_key_env=options["audit_key_env"],
     )
 
 
@@ -167,6 +172,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
 @journal_options
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
+@audit_key_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")
 @click.option(
@@ -267,56 +273,22 @@ def demo(workdir: str | None) -> None:
 main.add_command(init_command)
 
 
-def _journal_option(function: Any) -> Any:
-    return click.option(
-        "--journal",
-        "location",
-        required=True,
-        metavar="PATH_OR_URL",
-        help="The journal, as given to the proxy's --journal.",
-    )(function)
-
-
-def _json_option(function: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(function)
-
-
 @main.group("journal")
 def journal_group() -> None:
     """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc, web UI."""
 
 
-@contextmanager
-def _opened(location: str) -> Iterator[Journal]:
-    from checkpoint_mcp.journal import open_journal
-
-    try:
-        journal = open_journal(location, create=False)  # an operator command never creates or converts one
-    except CheckpointError as exc:
-        raise click.ClickException(str(exc)) from exc
-    try:
-        yield journal
-    except CheckpointError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        journal.close()
-
-
-def _emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 @journal_group.command("ls")
-@_journal_option
-@_json_option
+@journal_option
+@json_option
 def journal_ls(location: str, as_json: bool) -> None:
     """List workflows with their calls per state (in-doubt first), last activity and live owner."""
     from checkpoint_mcp.journal import report
 
-    with _opened(location) as journal:
+    with opened(location) as journal:
         summaries = journal.workflows()
     if as_json:
-        _emit_json([report.summary_json(s) for s in summaries])
+        emit_json([report.summary_json(s) for s in summaries])
     else:
         click.echo(report.render_ls(summaries))
 
@@ -335,8 +307,8 @@ def _workflow(location: str, workflow: str | None) -> str:
 
 
 @journal_group.command("show")
-@_journal_option
-@_json_option
+@journal_option
+@json_option
 @click.argument("workflow", required=False)
 @click.option("--seq", type=_seq_type(), help="Show this one call in full.")
 def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | None) -> None:
@@ -347,14 +319,14 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
     from checkpoint_mcp.journal import operations, report
 
     workflow = _workflow(location, workflow)
-    with _opened(location) as journal:
+    with opened(location) as journal:
         summary, calls, resolutions = operations.describe(journal, workflow)
     if seq is not None:
         matching = [c for c in calls if c.seq == seq]
         if not matching:
             raise click.ClickException(f"workflow {workflow!r} has no call #{seq}")
         if as_json:
-            _emit_json(
+            emit_json(
                 {
                     **report.call_json(matching[0]),
                     "resolutions": [report.resolution_json(r) for r in resolutions if r.seq == seq],
@@ -364,7 +336,7 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
             click.echo(report.render_call(matching[0], resolutions))
         return
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 **report.summary_json(summary),
                 "calls": [report.call_json(c) for c in calls],
@@ -376,15 +348,17 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
 
 
 @journal_group.command("resolve")
-@_journal_option
+@journal_option
 @click.argument("target", nargs=-1, required=True, metavar="[WORKFLOW] SEQ")
 @click.option("--completed", is_flag=True, help="It ran: replays return the result in --result-file.")
 @click.option("--result-file", type=click.File("r"), help="JSON object: the tools/call result to record.")
 @click.option("--failed", is_flag=True, help="It failed: replays return an error with --message.")
 @click.option("--message", help="What went wrong, for --failed.")
 @click.option("--release", is_flag=True, help="Forget it: the next call at this sequence runs again.")
+@audit_key_option
 def journal_resolve(
     location: str,
+    audit_key_env: str | None,
     target: tuple[str, ...],
     completed: bool,
     result_file: IO[str] | None,
@@ -413,7 +387,7 @@ def journal_resolve(
     if failed != (message is not None):
         raise click.UsageError("--failed and --message go together")
     result = result_file.read() if result_file is not None else None
-    with _opened(location) as journal:
+    with opened(location, audit_key_env) as journal:
         done = operations.resolve(journal, workflow, seq, result=result, message=message, release=release)
     effect = {
         "completed": "replays now return the recorded result",
@@ -424,30 +398,35 @@ def journal_resolve(
 
 
 @journal_group.command("export")
-@_journal_option
+@journal_option
 @click.argument("workflow", required=False)
 def journal_export(location: str, workflow: str | None) -> None:
-    """Print WORKFLOW's calls and resolutions as JSON lines (by default, the journal's default workflow)."""
+    """Print WORKFLOW's calls, resolutions and hash chain links as JSON lines (by default, the journal's default
+    workflow); `checkpoint journal verify --export FILE` checks such a file without the database."""
     from checkpoint_mcp.journal import operations, report
 
     workflow = _workflow(location, workflow)
-    with _opened(location) as journal:
+    with opened(location) as journal:
         _, calls, resolutions = operations.describe(journal, workflow)
+        links = journal.links(workflow)
     for record in calls:
-        click.echo(json.dumps(report.call_json(record), ensure_ascii=False))
+        click.echo(json.dumps(operations.export_call_json(record), ensure_ascii=False))
     for resolution in resolutions:
         click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
+    for link in links:
+        click.echo(json.dumps(operations.link_json(link), ensure_ascii=False))
 
 
 @journal_group.command("gc")
-@_journal_option
-@_json_option
+@journal_option
+@json_option
 @click.option("--older-than", "older_than", required=True, metavar="DURATION", help="e.g. 30d, 12h, 1d12h, 90m.")
-def journal_gc(location: str, as_json: bool, older_than: str) -> None:
+@audit_key_option
+def journal_gc(location: str, as_json: bool, older_than: str, audit_key_env: str | None) -> None:
     """Remove COMPLETED and FAILED calls finished longer ago than DURATION (never PENDING ones).
 
     Workflows owned by a live proxy are skipped. A removed sequence is remembered: a later call there is
-    refused, never re-run.
+    refused, never re-run. The hash chain keeps an anchor for what was removed, so it still verifies.
     """
     from checkpoint_mcp.journal import operations, report
 
@@ -455,10 +434,10 @@ def journal_gc(location: str, as_json: bool, older_than: str) -> None:
         age = report.parse_duration(older_than)
     except CheckpointError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from exc
-    with _opened(location) as journal:
+    with opened(location, audit_key_env) as journal:
         removed, skipped = operations.collect(journal, age)
     if as_json:
-        _emit_json({"removed": removed, "skipped": skipped})
+        emit_json({"removed": removed, "skipped": skipped})
         return
     total = sum(len(seqs) for seqs in removed.values())
     click.echo(f"removed {total} call(s) from {len(removed)} workflow(s)")
@@ -468,8 +447,11 @@ def journal_gc(location: str, as_json: bool, older_than: str) -> None:
         click.echo(f"  skipped {root}: owned by a live proxy")
 
 
+journal_group.add_command(journal_verify)
+
+
 @journal_group.command("ui")
-@_journal_option
+@journal_option
 @click.option(
     "--listen",
     default="127.0.0.1:0",
@@ -483,15 +465,20 @@ def journal_gc(location: str, as_json: bool, older_than: str) -> None:
     metavar="VAR",
     help="Require the token held in environment variable VAR instead of a random one (and allow any address).",
 )
-def journal_ui(location: str, listen: str, open_browser: bool, auth_token_env: str | None) -> None:
+@audit_key_option
+def journal_ui(
+    location: str, listen: str, open_browser: bool, auth_token_env: str | None, audit_key_env: str | None
+) -> None:
     """Serve the journal as local web pages: workflows, timelines, calls, and resolving in-doubt calls.
 
     Prints the URL, which carries a random token: without it every request is refused. Runs until Ctrl-C.
     """
+    from checkpoint_mcp.cli_journal import key_from
     from checkpoint_mcp.ui.server import serve_ui
 
     try:
-        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env)
+        key = key_from(audit_key_env)
+        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env, audit_key=key)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -513,7 +500,7 @@ def _journal_specs(ctx: click.Context) -> Any:
     return specs
 
 
-def _session_journal_options(function: Any) -> Any:
+def _sessionjournal_options(function: Any) -> Any:
     function = click.option(
         "--workflow-id",
         "workflow_ids",
@@ -532,7 +519,7 @@ def _session_journal_options(function: Any) -> Any:
 
 
 @main.command(cls=_JournalCommand)
-@_session_journal_options
+@_sessionjournal_options
 @click.pass_context
 def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[str, ...]) -> None:
     """Serve the session tools over stdio: save_session_checkpoint and load_session_checkpoint (MCP).
@@ -567,7 +554,7 @@ def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[s
     help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
 )
 @click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
-@_session_journal_options
+@_sessionjournal_options
 @click.pass_context
 def brief(
     ctx: click.Context,

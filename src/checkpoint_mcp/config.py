@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
@@ -36,6 +37,7 @@ class ProxyConfig(NamedTuple):
     server_version: str = "0.0.0"
     remote: RemoteConfig | None = None
     relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
+    audit_key_env: str | None = None  # the variable holding the hash chain's key (--audit-key-env)
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -70,3 +72,17 @@ def expand_headers(templates: tuple[str, ...], environ: Mapping[str, str]) -> di
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def audit_key(variable: str | None, environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The key ``--audit-key-env VAR`` names (its UTF-8 bytes), or None without the flag.
+
+    Raises:
+        UsageError: the variable is unset or empty (its value is never shown).
+    """
+    if variable is None:
+        return None
+    value = (os.environ if environ is None else environ).get(variable, "")
+    if not value:
+        raise UsageError(f"--audit-key-env {variable}: the environment variable {variable} is empty or unset")
+    return value.encode()

@@ -9,6 +9,7 @@ included.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,16 @@ def client_scenarios() -> list[str]:
     return [line.split()[1] for line in section.splitlines() if line.strip().startswith("- ")]
 
 
+CHECK_LINE = re.compile(r"\[([a-z0-9-]+)\s*\] \x1b\[\d+m(SUCCESS|FAILURE|WARNING)")
+REPEATS = 5  # runs of a scenario in each mode, to show that it ends the same way every time
+
+
 def passes(scenario: str, through_checkpoint: bool, workdir: Path) -> bool:
+    return run_scenario(scenario, through_checkpoint, workdir)[0]
+
+
+def run_scenario(scenario: str, through_checkpoint: bool, workdir: Path) -> tuple[bool, dict[str, str]]:
+    """Whether the scenario passed, and its checks (id -> SUCCESS, FAILURE or WARNING)."""
     workdir.mkdir(parents=True)
     flag = " --through-checkpoint" if through_checkpoint else ""
     command = f"{sys.executable} {DRIVER}{flag}"
@@ -55,7 +65,7 @@ def passes(scenario: str, through_checkpoint: bool, workdir: Path) -> bool:
         check=False,
     )
     (workdir / "output.txt").write_text(run.stdout + run.stderr)
-    return run.returncode == 0
+    return run.returncode == 0, dict(CHECK_LINE.findall(run.stdout + run.stderr))
 
 
 @pytest.mark.timeout(900)
@@ -72,3 +82,26 @@ def test_every_conformance_scenario_the_driver_passes_directly_passes_through_ch
     through = {scenario for scenario in scenarios if result[(scenario, True)]}
     assert direct >= CORE, f"the driver itself no longer passes {sorted(CORE - direct)}"
     assert direct <= through, f"pass directly but not through Checkpoint: {sorted(direct - through)} (see {tmp_path})"
+
+
+@pytest.mark.timeout(600)
+def test_the_2025_03_26_metadata_backcompat_scenario_ends_as_it_does_for_the_sdk_client_in_every_run(
+    tmp_path: Path,
+) -> None:
+    """No race: through Checkpoint, every run reaches exactly the checks the SDK client alone reaches.
+
+    (The SDK's own OAuth client, which Checkpoint uses, stops at the authorization server metadata when its issuer
+    is not the origin it was fetched from, as RFC 8414 section 3.3 requires; the suite's server names
+    ``<origin>/oauth``. Whatever the SDK does there, Checkpoint must do the same, every time.)
+    """
+    scenario = "auth/2025-03-26-oauth-metadata-backcompat"
+    jobs = [(through, run) for through in (False, True) for run in range(REPEATS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(
+            pool.map(lambda job: run_scenario(scenario, job[0], tmp_path / f"{int(job[0])}-{job[1]}"), jobs)
+        )
+    direct = outcomes[:REPEATS]
+    through = outcomes[REPEATS:]
+    assert all(outcome == direct[0] for outcome in direct), direct  # the SDK client alone is deterministic
+    assert direct[0][1]["authorization-server-metadata"] == "SUCCESS"  # the fallback to the origin's metadata
+    assert all(outcome == direct[0] for outcome in through), (direct[0], through, tmp_path)

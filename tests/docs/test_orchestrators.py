@@ -67,3 +67,37 @@ def test_the_replay_from_start_example_sends_each_mail_once(tmp_path: Path, exam
         "sent 'News' to cy@example.com",
     ]
     assert len(effects) == 3
+
+
+FRAMEWORKS = {
+    "MCP Python SDK": "yes",
+    "OpenAI Agents SDK": "yes",
+    "Pydantic AI": "yes",
+    "FastMCP": "yes",
+    "langchain-mcp-adapters": "no",
+    "llama-index-tools-mcp": "no",
+}
+
+
+def framework_rows() -> dict[str, list[str]]:
+    """The rows of the table under "## Agent frameworks": first cell -> every cell."""
+    section = PAGE.read_text(encoding="utf-8").split("## Agent frameworks", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    header, body = rows[0], rows[1:]
+    assert [cell.strip() for cell in header] == ["Framework", "Transport", "`_meta` passes", "What protects its calls"]
+    return {row[0]: [cell.strip() for cell in row] for row in body}
+
+
+def test_the_framework_table_names_each_framework_with_its_transport_meta_and_protection() -> None:
+    rows = framework_rows()
+    for framework, passes_meta in FRAMEWORKS.items():
+        [row] = [cells for name, cells in rows.items() if framework in name]
+        assert len(row) == 4, row
+        assert all(row), row
+        assert row[2].startswith(passes_meta), row
+
+
+def test_the_page_no_longer_says_the_openai_agents_sdk_drops_meta() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    assert not re.search(r"OpenAI Agents SDK[^.|]*drops? `_meta`", text)
+    assert "drops `_meta` on the way to the server (the OpenAI Agents SDK" not in text

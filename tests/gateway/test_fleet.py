@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import random
 import subprocess
 from collections.abc import Iterator
@@ -70,6 +71,19 @@ def test_calls_sprayed_at_random_replicas_each_run_once_and_replay_anywhere(pg_u
         states = journal_states(pg_url, workflow)
         assert sorted(states) == list(range(1, 13))  # keys took distinct sequences, whichever replica served them
         assert set(states.values()) == {CallState.COMPLETED}
+    assert_chains_verify(pg_url)  # three replicas appended to each chain at once: it is still one chain
+
+
+def assert_chains_verify(pg_url: str) -> None:
+    """`checkpoint journal verify` passes every workflow's hash chain and calls."""
+    done = subprocess.run(
+        checkpoint_argv("journal", "verify", "--journal", pg_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_re_sent_call_joins_the_original_running_on_another_replica(pg_url: str, tmp_path: Path) -> None:
@@ -132,6 +146,7 @@ def test_a_replica_killed_mid_call_leaves_its_call_in_doubt_and_the_others_unaff
         assert all("result" in o for o in others)
     assert done_count(effects, "slow") == 0  # the upstream died with its replica (never finished)
     assert journal_states(pg_url, WORKFLOW) == {1: CallState.PENDING, 2: CallState.COMPLETED, 3: CallState.COMPLETED}
+    assert_chains_verify(pg_url)
 
 
 def test_postgres_restarted_under_load_reexecutes_nothing_and_the_fleet_carries_on(
@@ -184,3 +199,32 @@ def test_a_replica_whose_database_sessions_are_killed_comes_back_live_and_keeps_
     assert "result" in first
     assert joined["result"]["content"] == first["result"]["content"]
     assert done_count(effects, "slow") == 1
+
+
+def test_replicas_given_the_audit_key_write_a_keyed_chain_that_only_the_key_verifies(
+    pg_url: str, tmp_path: Path
+) -> None:
+    key = {"CHECKPOINT_TEST_AUDIT_KEY": "fleet-audit-key"}
+    with ExitStack() as stack:
+        replicas = [
+            stack.enter_context(
+                effects_gateway(tmp_path, "--journal", pg_url, "--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env=key)
+            )
+            for _ in range(2)
+        ]
+        for i in range(6):
+            assert "result" in call(replicas[i % 2], i, "send_email", {"to": f"a{i}"}, checkpoint_seq=i + 1)
+
+    def verify(*extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        argv = checkpoint_argv("journal", "verify", "--journal", pg_url, WORKFLOW, "--json", *extra)
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})}
+        )
+
+    keyed = verify("--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env=key)
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    [report] = json.loads(keyed.stdout)["workflows"]
+    assert (report["links"], report["keyed"], report["unchecked"]) == (12, 12, 0)
+    wrong = verify("--audit-key-env", "CHECKPOINT_TEST_AUDIT_KEY", env={"CHECKPOINT_TEST_AUDIT_KEY": "not it"})
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["workflows"][0]["breaks"][0]["kind"] == "edited"

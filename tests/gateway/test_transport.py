@@ -84,9 +84,13 @@ def test_sessions_are_named_by_their_id_and_end_with_delete(tmp_path: Path) -> N
         assert request(gateway.port, "GET", "/mcp", headers={"Accept": "text/event-stream"}).status == 405
         session = initialize(gateway.port)
         headers = {"Mcp-Session-Id": session}
-        assert request(gateway.port, "POST", "/mcp", PING, headers).json() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+        assert request(gateway.port, "POST", "/mcp", PING, headers).message() == {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {},
+        }
         call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "send_quiet", "arguments": {}}}
-        assert "result" in request(gateway.port, "POST", "/mcp", call, headers).json()
+        assert "result" in request(gateway.port, "POST", "/mcp", call, headers).message()
         [effect] = read_effects(tmp_path / "effects.jsonl")
         child = effect["pid"]
         assert pid_alive(child)
@@ -124,7 +128,7 @@ def test_server_messages_outside_a_request_reach_the_get_stream(tmp_path: Path) 
             "method": "tools/call",
             "params": {"name": "notify_later", "arguments": {"seconds": 0.3, "text": "hello later"}},
         }
-        assert request(gateway.port, "POST", "/mcp", call, headers).json()["result"]["content"][0]["text"] == "later"
+        assert request(gateway.port, "POST", "/mcp", call, headers).message()["result"]["content"][0]["text"] == "later"
         connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=DEFAULT_TIMEOUT)
         connection.request("GET", "/mcp", headers={**headers, "Accept": "text/event-stream"})
         response = connection.getresponse()
@@ -202,7 +206,7 @@ def test_sigterm_lets_the_call_in_flight_finish_and_be_journaled_then_closes_eve
         child = read_effects(effects)[0]["pid"]
         assert gateway.terminate() == 128 + signal.SIGTERM
         answer = pending.result(timeout=DEFAULT_TIMEOUT)
-    assert answer.json()["result"]["content"][0]["text"] == "slow z done"
+    assert answer.message()["result"]["content"][0]["text"] == "slow z done"
     assert journal_states(journal, "wf") == {1: CallState.COMPLETED}
     assert not pid_alive(child)
 

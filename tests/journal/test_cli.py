@@ -197,11 +197,18 @@ def test_export_writes_json_lines(journal: str, tmp_path: Path) -> None:
         p.call("send_email", {"to": "bob"})
         p.close()
     lines = [json.loads(line) for line in cli(journal, "export", "wf").stdout.splitlines()]
-    assert [(x["type"], x["seq"], x["arguments"]) for x in lines] == [
-        ("call", 1, {"to": "ann"}),
-        ("call", 2, {"to": "bob"}),
+    calls = [x for x in lines if x["type"] == "call"]
+    assert [(x["seq"], x["arguments"]) for x in calls] == [(1, {"to": "ann"}), (2, {"to": "bob"})]
+    assert calls[0]["outcome"]["content"][0]["text"] == "sent to ann"
+    # then the hash chain's links, each naming the one before it
+    chain = [x for x in lines if x["type"] == "link"]
+    assert [(x["seq"], x["kind"]) for x in chain] == [
+        (1, "reserved"),
+        (1, "completed"),
+        (2, "reserved"),
+        (2, "completed"),
     ]
-    assert lines[0]["outcome"]["content"][0]["text"] == "sent to ann"
+    assert [x["prev"] for x in chain[1:]] == [x["hash"] for x in chain[:-1]]
 
 
 def test_gc_removes_old_finished_calls_never_pending_ones_and_refuses_collected_sequences(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_d
         records = journal.calls("wf")
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 3
+    assert version == SCHEMA_VERSION == 4
     assert "replica_id" in columns
     assert "replicas" in tables
     assert [(r.seq, r.state, r.key, r.replica) for r in records] == [
@@ -124,3 +125,33 @@ def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_d
     assert by_key["result"]["content"][0]["text"] == "sent to a (v2)"
     assert in_doubt["error"]["code"] == -32080
     assert done_count(effects) == 0
+
+
+def write_v3_journal(path: Path) -> None:
+    """A journal exactly as schema version 3 left it: the v2 journal, migrated by the v3 statements."""
+    write_v2_journal(path)
+    con = sqlite3.connect(path)
+    for statement in MIGRATIONS[3]:
+        con.execute(statement)
+    con.execute("PRAGMA user_version = 3")
+    con.commit()
+    con.close()
+
+
+def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_marker(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    write_v3_journal(path)
+    journal = SqliteJournal(str(path))
+    try:
+        version = journal.execute("PRAGMA user_version").fetchone()[0]
+        indexes = {row[0] for row in journal.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()}
+        events = journal.execute("SELECT workflow_id, seq, kind, detail, prev_hash FROM events").fetchall()
+    finally:
+        journal.close()
+    assert version == SCHEMA_VERSION == 4
+    assert "calls_by_signature" in indexes
+    [(workflow, seq, kind, detail, prev)] = events
+    assert (workflow, seq, kind, prev) == ("wf", None, "chain-start", "")
+    marker = json.loads(detail)
+    assert (marker["reason"], marker["from_version"]) == ("migrated", 3)
+    assert {seq: row["state"] for seq, row in marker["rows"].items()} == {"1": "COMPLETED", "2": "PENDING"}

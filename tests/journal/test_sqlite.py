@@ -142,3 +142,30 @@ def test_a_write_lock_held_elsewhere_makes_the_commit_unavailable(
         other.execute("ROLLBACK")
         other.close()
     assert journal.calls("wf") == []
+
+
+def test_every_write_of_a_unit_leaves_its_event_in_the_same_commit_and_record_event_its_own(
+    journal: SqliteJournal, tmp_path: Path
+) -> None:
+    journal.lineage("wf")
+    unit = journal.unit()
+    unit.reserve("wf", 1, "send", '{"to":"a"}', "sig1")
+    unit.record_event("wf", "repeat", 1, {"reason": "same signature"})
+    unit.commit()
+    unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
+    unit.finish("wf", 9, CallState.COMPLETED, '{"ok":true}')  # no such PENDING call: nothing changes, no event
+    unit.commit()
+    journal.record_event("wf", "settled", None, {"by": "probe"})
+    other = sqlite3.connect(tmp_path / "j.db")
+    rows = other.execute("SELECT seq, kind, prev_hash, hash FROM events ORDER BY id").fetchall()
+    other.close()
+    assert [(seq, kind) for seq, kind, _, _ in rows] == [
+        (1, "reserved"),
+        (1, "repeat"),
+        (1, "completed"),
+        (None, "settled"),
+    ]
+    assert rows[0][2] == ""
+    assert all(rows[i][2] == rows[i - 1][3] for i in range(1, len(rows)))  # each link names the one before
+    with pytest.raises(ValueError, match="not representable"):
+        journal.record_event("wf", "bad", None, {"x": float("nan")})

@@ -12,7 +12,8 @@ Tools (``tools/call`` by name):
   never()              reads the request and never answers
   status(code)         answers with HTTP ``code`` and a plain-text body
   rpc_error_500()      side effect, then HTTP 500 with a JSON-RPC error body (the server's own answer)
-  forget()             forgets every session (a restart, as far as clients can tell), answers "forgot"
+  forget(version, refuse)  forgets every session (a restart, as far as clients can tell), answers "forgot";
+                       later initializes negotiate ``version`` if given, or are refused (HTTP 400) if ``refuse``
   resumable()          side effect, an SSE stream with a numbered priming event, dropped before the answer;
                        a GET with ``Last-Event-ID`` gets the answer
   announce()           pushes notifications/tools/list_changed on the GET stream, then answers "announced"
@@ -63,6 +64,8 @@ class Server:
         self.parked: dict[str, bytes] = {}  # event id -> the answer a resuming GET gets
         self.legacy_stream: asyncio.StreamWriter | None = None
         self.tasks: dict[str, str] = {}  # task id -> order
+        self.version = "2025-11-25"  # what initialize negotiates
+        self.refuse_initialize = False
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -137,12 +140,15 @@ class Server:
             version=headers.get("mcp-protocol-version"),
             traceparent=headers.get("traceparent"),
         )
+        if message.get("method") == "initialize" and self.refuse_initialize:
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32600, "message": "not today"}}
+            return await self.respond(writer, 400, json.dumps(error).encode())
         if message.get("method") == "initialize":
             self.counter += 1
             new = f"s{self.counter}"
             self.sessions.add(new)
             result = {
-                "protocolVersion": "2025-11-25",
+                "protocolVersion": self.version,
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "faults", "version": "1.0.0"},
             }
@@ -191,6 +197,8 @@ class Server:
             return await self.respond(writer, 500, json.dumps(error).encode())
         if tool == "forget":
             self.sessions.clear()
+            self.version = str(arguments.get("version", self.version))
+            self.refuse_initialize = bool(arguments.get("refuse", False))
             for listener in self.listeners:
                 listener.transport.abort()
             self.listeners.clear()

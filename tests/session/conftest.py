@@ -8,6 +8,7 @@ means to test.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -150,7 +151,8 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "checkpoint_mcp", *options, "session", *args],
-            env={**hermetic_git, **(env or {})},
+            # The SDK passes on only a safe subset of our environment: PYTHONPATH too, so the server is this tree's.
+            env={**hermetic_git, **_python_path(), **(env or {})},
             cwd=str(cwd),
         )
         callback = None
@@ -176,3 +178,7 @@ def checkpoint_file() -> Callable[[Path], dict[str, Any]]:
         return document
 
     return read
+
+
+def _python_path() -> dict[str, str]:
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}

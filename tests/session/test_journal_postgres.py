@@ -4,6 +4,7 @@ session's brief names the in-doubt call and the calls done since, with no passwo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -48,7 +49,7 @@ async def test_a_postgres_journal_in_mcp_json_is_read_without_any_other_configur
     done = subprocess.run(
         checkpoint_argv("brief"),
         cwd=repo,
-        env={**hermetic_git, "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**os.environ, **hermetic_git, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree
         capture_output=True,
         text=True,
         timeout=60,
@@ -71,7 +72,7 @@ def test_an_unreachable_postgres_journal_is_a_warning(repo: Path, hermetic_git: 
     done = subprocess.run(
         checkpoint_argv("brief", "--journal", f"postgresql://nobody:{PASSWORD}@127.0.0.1:1/none"),
         cwd=repo,
-        env={**hermetic_git, "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**os.environ, **hermetic_git, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree
         capture_output=True,
         text=True,
         timeout=60,

@@ -24,7 +24,7 @@ def _brief(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     return subprocess.run(
         checkpoint_argv("brief", *args),
         cwd=repo,
-        env={**env, "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**os.environ, **env, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree's code
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,6 +9,7 @@ and `checkpoint brief --hook` as Claude Code's SessionStart hook runs it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def _brief_hook(repo: Path, env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         checkpoint_argv("brief", "--hook", *args),
         cwd=repo,
-        env={**env, "CLAUDE_PROJECT_DIR": str(repo)},
+        env={**os.environ, **env, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree
         capture_output=True,
         text=True,
         timeout=60,

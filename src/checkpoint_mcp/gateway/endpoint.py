@@ -7,10 +7,15 @@ POST carries one JSON-RPC message. Its era is told by the request itself:
 * otherwise, a request of 2026-07-28 (``MCP-Protocol-Version`` newer than 2025-11-25, or the protocol version in
   the request's ``_meta``), served on the workflow's shared channel; anything else is 400.
 
-A request's answer is a single JSON body when the response is the first thing its upstream sends for it, and
-an SSE stream as soon as something related comes first (progress, a log message, a sampling request): the
-client accepts both, as the transport requires. Message bodies are the original bytes both ways; a body spread
-over several lines travels upstream as one line (the line breaks between JSON tokens become spaces).
+In the session era, a request whose client accepts ``text/event-stream`` is answered on an SSE stream of its
+own, opened at once, before the upstream says anything (as the reference SDKs' servers do): concurrent requests
+each have a live stream however long their upstream takes. A client of 2025-11-25 or later first gets a priming
+event (an event id, no data: SEP-1699), so it can resume the stream with ``Last-Event-ID`` even before the first
+message. Otherwise (2026-07-28, whose HTTP status depends on the answer, or a client that accepts only JSON), a
+request's answer is a single JSON body when the response is the first thing its upstream sends for it, and an SSE
+stream as soon as something related comes first (progress, a log message, a sampling request). Message bodies are
+the original bytes both ways; a body spread over several lines travels upstream as one line (the line breaks
+between JSON tokens become spaces).
 GET opens a session's standalone SSE stream, or with ``Last-Event-ID`` resumes a broken one; DELETE ends a
 session. In 2026-07-28, closing a request's stream cancels it.
 """
@@ -35,6 +40,7 @@ from checkpoint_mcp.gateway.streams import (
     error_body,
     json_body,
     parse_event_id,
+    priming_event,
     sse_event,
 )
 from checkpoint_mcp.wire import Kind, Message, WireParseError, classify
@@ -47,6 +53,7 @@ PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 HEADER_MISMATCH = -32020
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 SESSION_HEADER = b"mcp-session-id"
+PRIMING_SINCE = "2025-11-25"  # the first protocol version whose clients take an event without data (SEP-1699)
 
 
 def one_line(body: bytes) -> bytes:
@@ -101,6 +108,7 @@ class _Accepts:
         anything = "*/*" in accept
         self.json = anything or "application/json" in accept or "application/*" in accept
         self.sse = anything or "text/event-stream" in accept or "text/*" in accept
+        self.priming = False  # an SSE answer starts with a priming event (a session-era client of 2025-11-25+)
 
 
 class McpEndpoint:
@@ -136,6 +144,7 @@ class McpEndpoint:
                 session = self._gateway.sessions.get(session_id)
                 if session is None or session.channel.closed.is_set():
                     raise _Refusal(404, -32001, "Session not found", message.id)
+                accepts.priming = _primes(header(scope, b"mcp-protocol-version"))
                 await self._exchange(receive, send, session.channel, message, line, accepts, session, None, carrier)
             elif message.kind is Kind.REQUEST and message.method == "initialize":
                 session = await self._opened(self._gateway.open_session(workflow), message)
@@ -268,9 +277,13 @@ class McpEndpoint:
         *,
         resumable: bool,
     ) -> None:
-        """JSON if the response comes first (or SSE is not accepted), else an SSE stream from the first line."""
+        """SSE at once in the session era (when accepted); else JSON if the response comes first (or SSE is not
+        accepted), and an SSE stream from the first line if something else does."""
         stream.attached += 1
         try:
+            if resumable and accepts.sse:
+                await _stream_sse(send, stream, 0, disconnected, extra, resumable=True, priming=accepts.priming)
+                return
             first = asyncio.ensure_future(stream.wait_beyond(0))
             await asyncio.wait({first, disconnected}, return_when=asyncio.FIRST_COMPLETED)
             first.cancel()
@@ -342,6 +355,11 @@ class McpEndpoint:
         await respond(send, 200, b"{}")
 
 
+def _primes(version: str | None) -> bool:
+    """Whether a session-era client that sent ``version`` takes a priming event (older ones cannot parse it)."""
+    return version is not None and version[:4].isdigit() and version >= PRIMING_SINCE
+
+
 def _trace_context(scope: Scope) -> dict[str, str] | None:
     """The request's W3C trace-context headers (``traceparent``, ``tracestate``), if it has them."""
     parent = header(scope, b"traceparent")
@@ -379,10 +397,16 @@ async def _stream_sse(
     extra: list[tuple[bytes, bytes]],
     *,
     resumable: bool,
+    priming: bool = False,
 ) -> int:
-    """Send the stream's lines from ``start`` as SSE events until it finishes or the client leaves; how far it got."""
+    """Send the stream's lines from ``start`` as SSE events until it finishes or the client leaves; how far it got.
+
+    ``priming`` sends first an event with the id before ``start`` and no data, so the client can resume from it.
+    """
     headers = [(b"content-type", b"text/event-stream"), *((k.encode(), v.encode()) for k, v in SSE_HEADERS.items())]
     await send({"type": "http.response.start", "status": 200, "headers": headers + extra})
+    if priming:
+        await send({"type": "http.response.body", "body": priming_event(stream.event_id(start - 1)), "more_body": True})
     position = start
     with contextlib.suppress(OSError):
         while True:

@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from checkpoint_mcp.config import RemoteConfig
+from checkpoint_mcp.config import RemoteConfig, audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.gateway.app import build_app
 from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
@@ -55,7 +55,7 @@ def stdio_upstreams(command: str) -> Any:
 def remote_upstreams(remote: RemoteConfig) -> Any:
     """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
     own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
-    from checkpoint_mcp.upstream.http.remote import checked_settings, open_remote
+    from checkpoint_mcp.upstream.http.settings import checked_settings, open_remote
 
     checked_settings(remote, os.environ)  # a bad URL, header or CA file is an error now, not at the first session
 
@@ -142,7 +142,7 @@ def run_gateway(config: GatewayConfig) -> int:
     with ExitStack() as stack:
         journal: Journal | None = None
         if config.proxy.journal is not None:
-            journal = open_journal(config.proxy.journal)
+            journal = open_journal(config.proxy.journal, audit_key=audit_key(config.proxy.audit_key_env))
             stack.callback(journal.close)
             logger.info("journal %s", journal.location)
         telemetry = from_environ(os.environ)
@@ -158,6 +158,7 @@ def run_gateway(config: GatewayConfig) -> int:
                 token=ui_token,
                 allowed_hosts=LOOPBACK_NAMES if config.loopback else ("*",),
                 shown_location=journal.location,
+                audit_key=journal.audit_key,
             )
             stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
             mounts["/ui"] = pages

@@ -91,9 +91,12 @@ class Stream:
 
 
 def parse_event_id(value: str) -> tuple[str, int] | None:
-    """``(stream id, index)`` of a ``Last-Event-ID`` value, or None if it is not one of ours."""
+    """``(stream id, index)`` of a ``Last-Event-ID`` value, or None if it is not one of ours.
+
+    Index -1 is the priming event's, before the stream's first line.
+    """
     stream_id, _, index = value.rpartition("/")
-    if not stream_id or not index.isdigit():
+    if not stream_id or not (index.isdigit() or index == "-1"):
         return None
     return stream_id, int(index)
 
@@ -103,6 +106,11 @@ def sse_event(line: bytes, event_id: str | None) -> bytes:
     data = line.rstrip(b"\r\n")
     head = f"id: {event_id}\n".encode() if event_id is not None else b""
     return head + b"event: message\ndata: " + data + b"\n\n"
+
+
+def priming_event(event_id: str) -> bytes:
+    """An SSE event with an id and empty data (SEP-1699): something to resume from before the first message."""
+    return f"id: {event_id}\ndata: \n\n".encode()
 
 
 def json_body(line: bytes) -> bytes:

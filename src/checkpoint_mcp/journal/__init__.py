@@ -10,12 +10,13 @@ def is_postgres_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def open_journal(location: str, *, create: bool = True) -> Journal:
+def open_journal(location: str, *, create: bool = True, audit_key: bytes | None = None) -> Journal:
     """Open the journal at ``location``: a ``postgresql://`` (or ``postgres://``) URL, else an SQLite file path.
 
     With ``create=False`` (every operator command) nothing is created or converted: the journal must already
     exist, at the current schema version; otherwise it is refused and left as it was. Reads and writes
-    (``resolve``, ``gc``) work as usual.
+    (``resolve``, ``gc``) work as usual. ``audit_key`` makes the links this process adds to the hash chain
+    HMAC-SHA-256 under it (``--audit-key-env``).
 
     Raises:
         JournalUnavailable: it cannot be opened, or (``create=False``) there is no journal there yet.
@@ -26,10 +27,10 @@ def open_journal(location: str, *, create: bool = True) -> Journal:
     if is_postgres_url(location):
         from checkpoint_mcp.journal.postgres import PostgresJournal
 
-        return PostgresJournal(location, create=create)
+        return PostgresJournal(location, create=create, audit_key=audit_key)
     from checkpoint_mcp.journal.sqlite import SqliteJournal
 
-    return SqliteJournal(location, create=create)
+    return SqliteJournal(location, create=create, audit_key=audit_key)
 
 
 def default_workflow_id(location: str) -> str:

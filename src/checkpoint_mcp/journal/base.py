@@ -9,8 +9,10 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+
+from checkpoint_mcp.journal.chain import Link
 
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
@@ -264,6 +266,17 @@ class UnitOfWork(ABC):
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
 
+    @abstractmethod
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append an event to ``workflow``'s hash chain at commit, with this unit's other writes.
+
+        ``kind`` names what happened (``repeat``, ``settled``, ``replayed``…); ``detail`` is a JSON object,
+        stored as its canonical JSON (never put arguments or results in it: digests, ids, reasons).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
+
     @property
     @abstractmethod
     def empty(self) -> bool:
@@ -309,6 +322,10 @@ class Journal(ABC):
     location: str
     """Where the journal lives, safe to print (no credentials)."""
 
+    audit_key: bytes | None = None
+    """The operator's key (``--audit-key-env``): links this process adds to a hash chain are HMAC-SHA-256 under
+    it, else plain SHA-256."""
+
     replica_id: str | None = None
     """The `checkpoint serve` replica this process is, once registered (PostgreSQL); its reservations carry it."""
 
@@ -345,6 +362,18 @@ class Journal(ABC):
     @abstractmethod
     def unit(self) -> UnitOfWork:
         """An empty unit of work: the writes of several calls made durable by one commit (group commit)."""
+
+    @abstractmethod
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s hash chain, durably, in a transaction of its own.
+
+        The journal records its own events (reserved, completed, failed, resolved, gc, forked) with the writes
+        they describe; this is for other records of note, such as a tool policy's audit record. ``detail`` is a
+        JSON object, stored as its canonical JSON (digests, ids and reasons; never arguments or results).
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
 
     # ---- what an operator needs ---------------------------------------------------------------------------
 
@@ -387,6 +416,14 @@ class Journal(ABC):
         Lineages rooted in ``skip_roots`` are left alone. A collected sequence is remembered: a later call
         there is refused, never re-run.
         """
+
+    @abstractmethod
+    def links(self, workflow: str) -> list[Link]:
+        """``workflow``'s hash chain (its events), in stored order."""
+
+    @abstractmethod
+    def chained_workflows(self) -> list[str]:
+        """Every workflow the journal has a chain, a branch row or a call for, sorted."""
 
     @abstractmethod
     def version(self) -> str:

@@ -5,11 +5,20 @@ from __future__ import annotations
 import getpass
 import json
 import socket
+from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR, UsageError, WorkflowOwned
-from checkpoint_mcp.journal.base import CallRecord, Journal, Resolution, ResolveAction, WorkflowSummary
-from checkpoint_mcp.journal.report import iso_before
+from checkpoint_mcp.journal import audit, chain, report
+from checkpoint_mcp.journal.base import (
+    REDACTED_ARGUMENTS,
+    CallRecord,
+    Journal,
+    Resolution,
+    ResolveAction,
+    WorkflowSummary,
+)
 
 
 def describe(journal: Journal, workflow: str) -> tuple[WorkflowSummary, list[CallRecord], list[Resolution]]:
@@ -79,4 +88,105 @@ def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], lis
     Returns what was removed (workflow -> sequences) and the roots skipped because a proxy owns them.
     """
     owned = sorted({s.root for s in journal.workflows() if s.owner is not None})
-    return journal.collect(iso_before(age), skip_roots=owned), owned
+    return journal.collect(report.iso_before(age), skip_roots=owned), owned
+
+
+def _call_rows(records: list[CallRecord]) -> dict[int, dict[str, Any]]:
+    return {
+        r.seq: chain.row_digest(
+            r.tool, r.arguments, r.signature, r.state.value, r.outcome, r.started_at, r.finished_at, r.key
+        )
+        for r in records
+    }
+
+
+def verify(journal: Journal, workflow: str | None, key: bytes | None) -> list[audit.ChainReport]:
+    """Walk the hash chain of ``workflow`` (of every workflow if None) and check its call rows against it.
+
+    Raises:
+        UsageError: the journal knows no such workflow.
+    """
+    known = journal.chained_workflows()
+    if workflow is not None and workflow not in known:
+        raise UsageError(f"the journal has no workflow {workflow!r} (known: {', '.join(known) or 'none'})")
+    chosen = known if workflow is None else [workflow]
+    return [audit.verify_chain(w, journal.links(w), _call_rows(journal.calls(w)), key) for w in chosen]
+
+
+def link_json(link: chain.Link) -> dict[str, Any]:
+    """One link of the chain for `export` (its detail as JSON: re-canonicalised, it gives the same hash)."""
+    return {
+        "type": "link",
+        "workflow": link.workflow,
+        "id": link.id,
+        "seq": link.seq,
+        "kind": link.kind,
+        "detail": json.loads(link.detail),
+        "at": link.at,
+        "prev": link.prev,
+        "hash": link.hash,
+    }
+
+
+def export_call_json(record: CallRecord) -> dict[str, Any]:
+    """One call for `export`: as `show --json` has it, plus its texts exactly as stored (what the chain's digests
+    cover, so that `verify --export` can check them)."""
+    return {**report.call_json(record), "stored": {"arguments": record.arguments, "outcome": record.outcome}}
+
+
+def _exported_row(item: dict[str, Any]) -> dict[str, Any]:
+    """The row digest of an exported call, from its stored texts; a text that no longer reads as the call's shown
+    value (one of them was edited in the file) gets a digest no chain has."""
+    stored = item["stored"]
+    shown = {"arguments": None if item["redacted"] else item["arguments"], "outcome": item["outcome"]}
+    digests: dict[str, str | None] = {}
+    for field in ("arguments", "outcome"):
+        text = stored[field]
+        digests[field] = chain.text_digest(text)
+        if field == "arguments" and item["redacted"]:
+            agrees = text == REDACTED_ARGUMENTS
+        else:
+            agrees = report.json_or_text(text) == shown[field]
+        if not agrees:
+            digests[field] = f"(the shown {field} differ from the stored text)"
+    return {
+        "tool": item["tool"],
+        "arguments": digests["arguments"],
+        "signature": item["signature"],
+        "state": item["state"],
+        "outcome": digests["outcome"],
+        "started_at": item["startedAt"],
+        "finished_at": item["finishedAt"],
+        "key": item["key"],
+    }
+
+
+def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainReport]:
+    """Verify the chains and calls of an `export` file, without the journal.
+
+    Raises:
+        UsageError: a line is not a JSON object, or a link or call line lacks a field.
+    """
+    links: dict[str, list[chain.Link]] = {}
+    rows: dict[str, dict[int, dict[str, Any]]] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if item["type"] == "link":
+                detail = chain.canonical_text(item["detail"])
+                found = chain.Link(
+                    int(item["id"]), item["workflow"], item["seq"], item["kind"], detail, item["at"], item["prev"],
+                    item["hash"],
+                )  # fmt: skip
+                links.setdefault(found.workflow, []).append(found)
+            elif item["type"] == "call":
+                rows.setdefault(item["workflow"], {})[int(item["seq"])] = _exported_row(item)
+        except (ValueError, KeyError, TypeError) as exc:
+            message = f"line {number} of the export is not a link or call of `checkpoint journal export`: {exc}"
+            raise UsageError(message) from exc
+    return [
+        audit.verify_chain(w, links.get(w, []), rows.get(w, {}), key)  # links in the file's order
+        for w in sorted(set(links) | set(rows))
+    ]

@@ -31,9 +31,11 @@ from checkpoint_mcp.errors import (
     UsageError,
     WorkflowOwned,
 )
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 try:
     import psycopg
@@ -65,6 +67,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """,
     ),
     3: _COMMON[3],
+    4: _COMMON[4],
 }
 """version -> statements that bring a journal from version-1 to version."""
 
@@ -87,6 +90,9 @@ def masked(url: str) -> str:
 def lock_key(root: str) -> int:
     """The advisory lock id of a workflow lineage: 64 bits of SHA-256, as a signed bigint."""
     return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big", signed=True)
+
+
+_LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
 
 
 @functools.lru_cache(maxsize=256)
@@ -121,8 +127,10 @@ class _AdvisoryOwnership(Ownership):
 class PostgresJournal(SqlJournal):
     """A journal in a PostgreSQL database."""
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, audit_key: bytes | None = None) -> None:
         """Connect, check the schema and create or migrate it (unless ``create`` is False: then it must exist).
+
+        ``audit_key`` authenticates the links this process adds to the hash chain (HMAC-SHA-256).
 
         Raises:
             UsageError: psycopg is not installed (the ``postgres`` extra).
@@ -133,6 +141,7 @@ class PostgresJournal(SqlJournal):
         if psycopg is None:
             raise UsageError("a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'")
         self._url = url
+        self.audit_key = audit_key
         self.location = masked(url)
         self._secret = urlsplit(url).password or ""
         self._owned: dict[str, OwnerInfo] = {}
@@ -221,6 +230,9 @@ class PostgresJournal(SqlJournal):
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:
                     self._conn.execute(statement)
+                if target == 4 and version > 0:
+                    started = start_chains(self.execute, self.audit_key, version, utc_now())
+                    logger.info("journal %s: %d hash chain(s) start at this migration", self.location, started)
                 logger.info("journal %s migrated to schema version %d", self.location, target)
             if version < SCHEMA_VERSION:
                 self._conn.execute(
@@ -289,7 +301,7 @@ class PostgresJournal(SqlJournal):
                 transaction.__enter__()
         return _Entered(transaction)
 
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]], durable: bool = True) -> None:
+    def write(self, groups: list[Group], durable: bool = True) -> None:
         """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only;
         BEGIN can be retried on a dead connection, a bare statement could not be). A commit that finishes calls
         notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a waiter never reads the row
@@ -299,11 +311,63 @@ class PostgresJournal(SqlJournal):
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
             JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
-        with self.transaction(), self._conn.cursor() as cursor:
-            for sql, rows in groups:
-                cursor.executemany(_dialect(sql), rows)
-            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _ in groups):
-                cursor.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+        with self.transaction():
+            self.write_txn(groups)
+            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
+                self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """executemany (pipelined by psycopg) on the journal's connection."""
+        with self._conn.cursor() as cursor:
+            cursor.executemany(_dialect(sql), rows)
+
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Lock each workflow's row, then read its chain's head, in one round trip: one query of several
+        statements (bound by psycopg on the client), each taking its own snapshot, so a head is read only once
+        the lock before it is held."""
+        assert psycopg is not None
+        query = " ".join(f"{_LOCK_WORKFLOW}; {_dialect(chain.HEAD)};" for _ in workflows)
+        params = [value for workflow in workflows for value in (workflow, workflow)]
+        heads: dict[str, str] = {}
+        missing: list[str] = []
+        with psycopg.ClientCursor(self._conn) as cursor:
+            cursor.execute(query, params)
+            for index, workflow in enumerate(workflows):
+                if index:
+                    cursor.nextset()
+                locked = cursor.fetchone() is not None
+                cursor.nextset()
+                row = cursor.fetchone()
+                if locked:
+                    heads[workflow] = row[0] if row else ""
+                else:
+                    missing.append(workflow)
+        for workflow in missing:  # an event names a workflow the journal has not seen: lock it, then read
+            self.lock_workflow(workflow)
+            row = self._conn.execute(_dialect(chain.HEAD), (workflow,)).fetchone()
+            heads[workflow] = row[0] if row else ""
+        return heads
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """One INSERT of every row (one round trip, where ``executemany`` takes a pipeline's several)."""
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        self._conn.execute(
+            f"INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES {values}",
+            [value for row in rows for value in row],
+        )
+
+    def lock_workflow(self, workflow: str) -> None:
+        """Lock the workflow's row until the transaction ends (creating the row if an event names a workflow the
+        journal has not seen), so that replicas appending to one chain take turns: each reads the head the
+        previous one committed."""
+        if self._conn.execute(_LOCK_WORKFLOW, (workflow,)).fetchone():
+            return
+        self._conn.execute(
+            "INSERT INTO workflows (workflow_id, root_id, created_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (workflow_id) DO NOTHING",
+            (workflow, workflow, utc_now()),
+        )
+        self._conn.execute(_LOCK_WORKFLOW, (workflow,))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

@@ -133,7 +133,8 @@ def summary_json(summary: WorkflowSummary) -> dict[str, Any]:
     }
 
 
-def _json_or_text(text: str | None) -> Any:
+def json_or_text(text: str | None) -> Any:
+    """A stored JSON text as its value (a text that is not JSON as itself); None stays None."""
     if text is None:
         return None
     try:
@@ -149,12 +150,12 @@ def call_json(record: CallRecord) -> dict[str, Any]:
         "workflow": record.workflow,
         "seq": record.seq,
         "tool": record.tool,
-        "arguments": None if record.redacted else _json_or_text(record.arguments),
+        "arguments": None if record.redacted else json_or_text(record.arguments),
         "redacted": record.redacted,
         "key": record.key,
         "signature": record.signature,
         "state": record.state.value,
-        "outcome": _json_or_text(record.outcome),
+        "outcome": json_or_text(record.outcome),
         "startedAt": record.started_at,
         "finishedAt": record.finished_at,
     }
@@ -168,8 +169,8 @@ def resolution_json(resolution: Resolution) -> dict[str, Any]:
         "seq": resolution.seq,
         "action": resolution.action.value,
         "previousState": resolution.previous_state.value,
-        "previousOutcome": _json_or_text(resolution.previous_outcome),
-        "outcome": _json_or_text(resolution.outcome),
+        "previousOutcome": json_or_text(resolution.previous_outcome),
+        "outcome": json_or_text(resolution.outcome),
         "by": resolution.user,
         "host": resolution.host,
         "at": resolution.at,
@@ -208,7 +209,7 @@ def render_call(record: CallRecord, resolutions: list[Resolution]) -> str:
     arguments = (
         "«redacted»" if record.redacted else json.dumps(json.loads(record.arguments), indent=2, ensure_ascii=False)
     )
-    outcome = _json_or_text(record.outcome)
+    outcome = json_or_text(record.outcome)
     lines = [
         f"Call #{record.seq} of {record.workflow}",
         f"  tool:       {record.tool}",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.journal import audit, chain
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Branch,
@@ -29,8 +30,9 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
     utc_now,
 )
+from checkpoint_mcp.journal.chain import Event
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -105,6 +107,24 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             )
             """,
         ),
+        4: (
+            # The hash chain (chain.py): every event of a workflow, append-only, each link hashing the one before.
+            f"""
+            CREATE TABLE events (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer},
+                kind TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                at TEXT NOT NULL,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX events_by_workflow ON events (workflow_id, id)",
+            # Tool policies look for an earlier call with the same signature (a repeat).
+            "CREATE INDEX calls_by_signature ON calls (workflow_id, signature, started_at)",
+        ),
     }
 
 
@@ -151,12 +171,23 @@ FINISH_CALL = (
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
+EVENT = "-- event"
+"""Not a statement: marks an event queued in a unit of work, linked onto its chain at commit."""
+
+Op = tuple[str, tuple[Any, ...], Event | None]
+Group = tuple[str, list[tuple[Any, ...]], list[Event | None]]
+
+
 class _SqlUnit(UnitOfWork):
-    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit."""
+    """Pending writes in order, plus an overlay of the rows they create, so reads see them before commit.
+
+    Each write may carry the event that records it; the events are linked onto their chains when the unit
+    commits, in the same transaction.
+    """
 
     def __init__(self, journal: SqlJournal) -> None:
         self._j = journal
-        self._ops: list[tuple[str, tuple[Any, ...]]] = []
+        self._ops: list[Op] = []
         self._rows: dict[tuple[str, int], CallRecord] = {}
         self._keys: dict[tuple[str, str], CallRecord] = {}
         self._branches: dict[str, int] = {}
@@ -176,10 +207,12 @@ class _SqlUnit(UnitOfWork):
         self._rows.clear()
         self._keys.clear()
         self._branches.clear()
-        for sql, params in self._ops:
+        for sql, params, _ in self._ops:
             if sql is _INSERT_CALL:
-                workflow, seq, tool, arguments, signature, now, key = params
-                record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key)
+                workflow, seq, tool, arguments, signature, now, key, replica = params
+                record = CallRecord(
+                    workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica
+                )
                 self._rows[(workflow, seq)] = record
                 if key is not None:
                     self._keys[(workflow, key)] = record
@@ -219,17 +252,20 @@ class _SqlUnit(UnitOfWork):
     ) -> None:
         now = utc_now()
         replica = self._j.replica_id
-        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica)))
+        event = Event(workflow, "reserved", seq, chain.reserved_detail(tool, arguments, signature, key), now)
+        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica), event))
         record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica)
         self._rows[(workflow, seq)] = record
         if key is not None:
             self._keys[(workflow, key)] = record
 
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
-        self._ops.append((FINISH_CALL, (state.value, outcome, utc_now(), workflow, seq)))
+        now = utc_now()
+        event = Event(workflow, state.value.lower(), seq, chain.finished_detail(outcome), now)
+        self._ops.append((FINISH_CALL, (state.value, outcome, now, workflow, seq), event))
 
     def disown(self, workflow: str, seq: int) -> None:
-        self._ops.append((_DISOWN_CALL, (workflow, seq)))
+        self._ops.append((_DISOWN_CALL, (workflow, seq), None))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
@@ -237,8 +273,14 @@ class _SqlUnit(UnitOfWork):
         count = int(count) + self._branches.get(root, 0)
         self._branches[root] = self._branches.get(root, 0) + 1
         name = f"{root}~{count + 1}"
-        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, utc_now())))
+        now = utc_now()
+        event = Event(name, "forked", seq, {"parent": lineage.head, "root": root}, now)
+        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, now), event))
         return Lineage((Branch(name, seq), *lineage.branches))
+
+    def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
+        self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
     def commit(self, relaxed: bool = False) -> None:
         ops, self._ops = self._ops, []
@@ -249,13 +291,14 @@ class _SqlUnit(UnitOfWork):
             return
         # Consecutive statements of one kind go in one executemany; the order of kinds is kept (a branch row
         # before the calls reserved on it).
-        groups: list[tuple[str, list[tuple[Any, ...]]]] = []
-        for sql, params in ops:
+        groups: list[Group] = []
+        for sql, params, event in ops:
             if groups and groups[-1][0] is sql:
                 groups[-1][1].append(params)
+                groups[-1][2].append(event)
             else:
-                groups.append((sql, [params]))
-        self._j.write(groups, durable=not relaxed or any(sql is not FINISH_CALL for sql, _ in groups))
+                groups.append((sql, [params], [event]))
+        self._j.write(groups, durable=not relaxed or any(group[0] is not FINISH_CALL for group in groups))
 
 
 class SqlJournal(Journal):
@@ -274,14 +317,68 @@ class SqlJournal(Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]], durable: bool = True) -> None:
-        """Run the statements (each with its list of parameter tuples) as one transaction: durable, or with
-        ``durable=False`` (outcomes only, ``UnitOfWork.commit(relaxed=True)``) safe from a crash of this process
-        but not from a power loss, where the backend offers that.
+    def write(self, groups: list[Group], durable: bool = True) -> None:
+        """Run the statements (each with its parameter tuples and their events) as one transaction, by
+        ``write_txn``: durable, or with ``durable=False`` (outcomes only, ``UnitOfWork.commit(relaxed=True)``)
+        safe from a crash of this process but not from a power loss, where the backend offers that.
 
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
         """
+
+    @abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter tuple (inside the open transaction)."""
+
+    def lock_workflow(self, workflow: str) -> None:
+        """Make concurrent writers of ``workflow``'s chain take turns, until the transaction ends.
+
+        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
+        """
+
+    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
+        """Each workflow's newest link hash ("" for none), its writers locked out first (inside a transaction)."""
+        for workflow in workflows:
+            self.lock_workflow(workflow)
+        return chain.heads_by_query(self.execute)(workflows)
+
+    def write_txn(self, groups: list[Group]) -> None:
+        """The statements of ``groups`` and the links of their events, inside the caller's transaction.
+
+        A finish that found its call no longer PENDING (an operator resolved it meanwhile) changed nothing, and
+        leaves no event.
+        """
+        events: list[Event] = []
+        for sql, rows, queued in groups:
+            if sql is EVENT:
+                events.extend(event for event in queued if event is not None)
+            elif sql is FINISH_CALL:
+                for params, event in zip(rows, queued, strict=True):
+                    if self.execute(sql, params).rowcount > 0 and event is not None:
+                        events.append(event)
+            else:
+                self.execute_many(sql, rows)
+                events.extend(event for event in queued if event is not None)
+        self.link_txn(events)
+
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """Link ``events`` onto their chains, inside the caller's transaction."""
+        if events:
+            self.insert_links(chain.append(events, self.audit_key, self.chain_heads))
+
+    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows of ``events`` (inside the caller's transaction)."""
+        self.execute_many(chain.INSERT_LINK, rows)
+
+    def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
+        """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.
+
+        Raises:
+            ValueError: ``detail`` has no canonical JSON form.
+        """
+        text = chain.canonical_text(detail)
+        with self.transaction():
+            self.link_txn([Event(workflow_id, kind, seq, text, utc_now())])
 
     @abstractmethod
     def errors(self, action: str) -> AbstractContextManager[None]:
@@ -423,6 +520,15 @@ class SqlJournal(Journal):
                 " resolved_by, host, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (workflow, seq, action.value, record.state.value, record.outcome, outcome, user, host, now),
             )
+            detail = {
+                "action": action.value,
+                "previous_state": record.state.value,
+                "previous_outcome": chain.text_digest(record.outcome),
+                "outcome": chain.text_digest(outcome),
+                "by": user,
+                "host": host,
+            }
+            self.link_txn([Event(workflow, "resolved", seq, detail, now)])
         return Resolution(workflow, seq, action, record.state, record.outcome, outcome, user, host, now)
 
     def version(self) -> str:
@@ -465,4 +571,29 @@ class SqlJournal(Journal):
                     "UPDATE workflows SET collected_through = ? WHERE workflow_id = ? AND collected_through < ?",
                     (max(seqs), workflow, max(seqs)),
                 )
+            for workflow, seqs in removed.items():
+                self.lock_workflow(workflow)
+                detail, cut = audit.gc_anchor(self.links(workflow), seqs, before, self.audit_key)
+                self.link_txn([Event(workflow, chain.GC, None, detail, utc_now())])
+                if cut is not None:  # the anchor now vouches for the links up to the cut
+                    self.execute("DELETE FROM events WHERE workflow_id = ? AND id <= ?", (workflow, cut))
         return removed
+
+    def links(self, workflow: str) -> list[chain.Link]:
+        """``workflow``'s hash chain, in stored order."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT id, workflow_id, seq, kind, detail, at, prev_hash, hash FROM events WHERE workflow_id = ?"
+                " ORDER BY id",
+                (workflow,),
+            ).fetchall()
+        return [chain.Link(int(r[0]), r[1], None if r[2] is None else int(r[2]), *r[3:]) for r in rows]
+
+    def chained_workflows(self) -> list[str]:
+        """Every workflow with a chain, a row or a call, sorted."""
+        with self.reading():
+            rows = self.execute(
+                "SELECT workflow_id FROM workflows UNION SELECT workflow_id FROM events"
+                " UNION SELECT workflow_id FROM calls"
+            ).fetchall()
+        return sorted(row[0] for row in rows)

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, SqlJournal, schema
+from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,8 +85,10 @@ class _FileOwnership(Ownership):
 class SqliteJournal(SqlJournal):
     """A journal in one SQLite file; several processes may use it at once, one per workflow lineage."""
 
-    def __init__(self, path: str, *, create: bool = True) -> None:
+    def __init__(self, path: str, *, create: bool = True, audit_key: bytes | None = None) -> None:
         """Open the journal at ``path``, creating it if needed unless ``create`` is False.
+
+        ``audit_key`` authenticates the links this process adds to the hash chain (HMAC-SHA-256).
 
         Raises:
             JournalUnavailable: the file or its directory cannot be opened or written, or (``create=False``)
@@ -94,6 +97,7 @@ class SqliteJournal(SqlJournal):
             JournalVersionError: the file was written by a newer Checkpoint (``create=False``: or an older one).
         """
         self.path = os.path.abspath(os.path.expanduser(path))
+        self.audit_key = audit_key
         self.location = self.path
         self.owners_dir = self.path + ".owners"
         directory = os.path.dirname(self.path)
@@ -160,6 +164,9 @@ class SqliteJournal(SqlJournal):
             for target in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[target]:
                     self._con.execute(statement)
+                if target == 4 and current > 0:
+                    started = start_chains(self._con.execute, self.audit_key, current, utc_now())
+                    logger.info("journal %s: %d hash chain(s) start at this migration", self.path, started)
                 logger.info("journal %s migrated to schema version %d", self.path, target)
             self._con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -195,10 +202,10 @@ class SqliteJournal(SqlJournal):
                     self._con.execute("ROLLBACK")
                 raise
 
-    def write(self, groups: list[tuple[str, list[tuple[Any, ...]]]], durable: bool = True) -> None:
-        """One statement alone commits by itself (SQLite's implicit transaction); more share BEGIN … COMMIT.
-        ``durable=False``: this commit with ``synchronous=NORMAL`` (in WAL mode: written to the WAL, not synced;
-        it survives a crash of the process, and the next durable commit syncs it along with its own).
+    def write(self, groups: list[Group], durable: bool = True) -> None:
+        """The statements and their chain links in one BEGIN IMMEDIATE … COMMIT. ``durable=False``: this commit
+        with ``synchronous=NORMAL`` (in WAL mode: written to the WAL, not synced; it survives a crash of the
+        process, and the next durable commit syncs it along with its own).
 
         Raises:
             JournalUnavailable: nothing was written.
@@ -207,23 +214,18 @@ class SqliteJournal(SqlJournal):
             with _translated(self.path, "write"):
                 self._con.execute("PRAGMA synchronous=NORMAL")
             try:
-                self._write(groups)
+                with self.transaction():
+                    self.write_txn(groups)
             finally:
                 with _translated(self.path, "write"):
                     self._con.execute("PRAGMA synchronous=FULL")
             return
-        self._write(groups)
-
-    def _write(self, groups: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
-        if len(groups) == 1 and len(groups[0][1]) == 1:
-            sql, [params] = groups[0]
-            with _translated(self.path, "write"):
-                self._con.execute(sql, params)
-            return
         with self.transaction():
-            for sql, rows in groups:
-                with _translated(self.path, "write"):
-                    self._con.executemany(sql, rows)
+            self.write_txn(groups)
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """executemany on the journal's connection."""
+        self._con.executemany(sql, rows)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import IO
 
-from checkpoint_mcp.config import ProxyConfig
+from checkpoint_mcp.config import ProxyConfig, audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
@@ -45,7 +45,7 @@ def run_proxy(config: ProxyConfig) -> int:
         journal: Journal | None = None
         lineage: Lineage | None = None
         if config.journal is not None:
-            journal = open_journal(config.journal)
+            journal = open_journal(config.journal, audit_key=audit_key(config.audit_key_env))
             stack.callback(journal.close)
             root = config.workflow_id or default_workflow_id(config.journal)
             stack.callback(journal.acquire(root).release)
@@ -96,7 +96,7 @@ def _upstream(config: ProxyConfig) -> Upstream:
         UsageError: a remote upstream's settings cannot work (a header names an unset variable, a bad CA file).
     """
     if config.remote is not None:
-        from checkpoint_mcp.upstream.http.remote import open_remote
+        from checkpoint_mcp.upstream.http.settings import open_remote
 
         return open_remote(config.remote, os.environ)
     assert config.upstream_cmd is not None

@@ -48,7 +48,7 @@ EFFECTS = {
 }
 
 
-def open_for_operator(location: str) -> Journal:
+def open_for_operator(location: str, audit_key: bytes | None = None) -> Journal:
     """Open the journal as the operator's commands do (the one place the pages open it).
 
     Raises:
@@ -57,21 +57,22 @@ def open_for_operator(location: str) -> Journal:
     """
     from checkpoint_mcp.journal import open_journal
 
-    return open_journal(location, create=False)  # never creates or converts a journal
+    return open_journal(location, create=False, audit_key=audit_key)  # never creates or converts a journal
 
 
 class JournalAccess:
     """The app's one journal connection: opened on first use, used by one worker thread at a time."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, audit_key: bytes | None = None) -> None:
         self.location = location
+        self._audit_key = audit_key
         self._journal: Journal | None = None
         self._lock = threading.Lock()
 
     def _locked(self, work: Callable[[Journal], T]) -> T:
         with self._lock:
             if self._journal is None:
-                self._journal = open_for_operator(self.location)
+                self._journal = open_for_operator(self.location, self._audit_key)
             return work(self._journal)
 
     def check(self) -> str:
@@ -234,14 +235,16 @@ def create_app(
     token: str | None,
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
     shown_location: str | None = None,
+    audit_key: bytes | None = None,
 ) -> Starlette:
     """The operator's pages for the journal at ``location``.
 
     ``token``: every request must prove it knows it (see ``security.TokenGate``); None when a parent app that
     mounts this one authenticates requests itself. ``allowed_hosts``: the Host names answered (``"*"``: any).
     ``shown_location``: the journal as the pages name it (default: ``location``; give one without credentials).
+    ``audit_key``: authenticates the hash chain links that resolutions made here add (``--audit-key-env``).
     """
-    access = JournalAccess(location)
+    access = JournalAccess(location, audit_key)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -47,6 +47,7 @@ def serve_ui(
     *,
     open_browser: bool = False,
     token_env: str | None = None,
+    audit_key: bytes | None = None,
     out: IO[str] = sys.stdout,
 ) -> None:
     """Serve the pages of the journal at ``location`` until interrupted; print the URL to ``out`` first.
@@ -73,7 +74,7 @@ def serve_ui(
     else:
         token = new_token()
     allowed = (*LOOPBACK_NAMES, host) if loopback else ("*",)
-    app = create_app(location, token=token, allowed_hosts=allowed)
+    app = create_app(location, token=token, allowed_hosts=allowed, audit_key=audit_key)
     app.state.access.check()  # fail now, before printing a URL, if the journal cannot be opened
     sock = _bind(host, port)
     bound = sock.getsockname()[1]

@@ -1,4 +1,5 @@
-"""A remote upstream that misbehaves: broken streams, silence, failure statuses, expired sessions, restarts.
+"""A remote upstream that misbehaves: broken streams, silence, failure statuses (expired sessions and restarts:
+test_remote_renewal.py).
 
 Whatever breaks, Checkpoint never re-sends a request: a journaled call whose exchange broke stays PENDING (the
 client gets the upstream-exited error, a replay says in doubt); a status that proves the server did not run it
@@ -16,7 +17,7 @@ import pytest
 from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED, UPSTREAM_REFUSED
 from checkpoint_mcp.journal.base import CallState
 
-from httpservers import HttpServer, faults_server, sdk_server
+from httpservers import HttpServer, faults_server
 from support import ProxyProcess, journal_states, read_effects, wait_until
 
 
@@ -102,29 +103,6 @@ def test_a_jsonrpc_error_sent_with_a_failure_status_is_the_servers_answer(
     assert journal_states(journal, workflow) == {1: CallState.FAILED}
 
 
-def test_an_expired_session_refuses_that_call_and_a_new_session_serves_the_next(
-    journal: str, workflow: str, tmp_path: Path
-) -> None:
-    with faults_server(tmp_path) as server, remote_proxy(journal, server) as proxy:
-        proxy.initialize()
-        proxy.call("forget", seq=1)
-        expired = proxy.call("send_email", {"to": "bob"}, seq=2)
-        assert expired["error"]["code"] == UPSTREAM_REFUSED
-        assert expired["error"]["data"]["status"] == 404
-        fresh = proxy.call("send_email", {"to": "cy"}, seq=3)
-        assert fresh["result"]["content"][0]["text"] == "sent to cy"
-        assert proxy.close() == 0
-    assert journal_states(journal, workflow) == {1: CallState.COMPLETED, 2: CallState.FAILED, 3: CallState.COMPLETED}
-    # The new session began with the client's own initialize; the refused call was never sent again.
-    assert [e["session"] for e in received(tmp_path, method="initialize")] == [None, None]
-    assert [e["session"] for e in received(tmp_path, tool="send_email")] == ["s1", "s2"]
-    assert [e["event"] for e in read_effects(tmp_path / "effects.jsonl") if e.get("tool") == "send_email"] == [
-        "received",
-        "received",
-        "done",
-    ]
-
-
 def test_a_request_stream_that_ends_early_is_resumed_with_last_event_id_not_resent(
     journal: str, workflow: str, tmp_path: Path
 ) -> None:
@@ -171,31 +149,6 @@ def test_a_server_that_refuses_the_post_is_spoken_to_over_the_2024_http_sse_tran
     assert journal_states(journal, workflow) == {1: CallState.COMPLETED, 2: CallState.PENDING, 3: CallState.COMPLETED}
     assert len(received(tmp_path, method="initialize")) == 2
     assert len(received(tmp_path, tool="drop")) == 1
-
-
-def test_a_restarted_server_leaves_the_call_in_flight_in_doubt_and_serves_later_calls(
-    journal: str, workflow: str, tmp_path: Path
-) -> None:
-    effects = tmp_path / "effects.jsonl"
-    with sdk_server(tmp_path) as server, remote_proxy(journal, server) as proxy:
-        proxy.initialize()
-        proxy.send(
-            {
-                "jsonrpc": "2.0",
-                "id": "in-flight",
-                "method": "tools/call",
-                "params": {"name": "slow", "arguments": {"seconds": 30}, "_meta": {"checkpoint_seq": 1}},
-            }
-        )
-        wait_until(lambda: any(e["tool"] == "slow" for e in read_effects(effects)), what="the call to start")
-        server.restart()
-        assert proxy.response("in-flight")["error"]["code"] == UPSTREAM_EXITED
-        expired = proxy.call("send_email", {"to": "fay"}, seq=2)
-        assert expired["error"]["code"] == UPSTREAM_REFUSED  # the new server process knows no session
-        assert proxy.call("send_email", {"to": "gus"}, seq=3)["result"]["content"][0]["text"] == "sent to gus"
-        assert proxy.close() == 0
-    assert journal_states(journal, workflow) == {1: CallState.PENDING, 2: CallState.FAILED, 3: CallState.COMPLETED}
-    assert [e["arguments"]["to"] for e in read_effects(effects) if e["tool"] == "send_email"] == ["gus"]
 
 
 def test_header_values_reach_the_server_and_nothing_else(journal: str, workflow: str, tmp_path: Path) -> None:

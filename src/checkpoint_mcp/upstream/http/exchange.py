@@ -15,7 +15,7 @@ from typing import Any
 
 from checkpoint_mcp.upstream.http.client import HttpClient, HttpError, Response
 from checkpoint_mcp.upstream.http.headers import OutgoingMessage
-from checkpoint_mcp.upstream.http.sse import to_line
+from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
 
 ERROR_BODY_LIMIT = 1 << 20  # bytes of a 4xx/5xx body read to look for a JSON-RPC error
@@ -86,7 +86,7 @@ async def read_body(response: Response, limit: int | None = None) -> bytes:
     """The body (up to ``limit`` bytes).
 
     Raises:
-        Lost: the connection broke while reading it.
+        _Lost: the connection broke while reading it.
     """
     body = bytearray()
     try:
@@ -97,6 +97,31 @@ async def read_body(response: Response, limit: int | None = None) -> bytes:
     except HttpError as exc:
         raise Lost(f"the body broke off: {describe(exc)}") from exc
     return bytes(body)
+
+
+async def read_answer(response: Response, message: OutgoingMessage, deadlines: Deadlines) -> bytes:
+    """The answer to ``message`` in a successful response: its JSON body, or the event of its SSE stream that
+    answers it (other events are passed over: this is for requests of the proxy's own).
+
+    Raises:
+        Lost: the body or stream ended or broke without the answer.
+    """
+    if content_type(response) != "text/event-stream":
+        line = to_line(await read_body(response))
+        if not line:
+            raise Lost(f"HTTP {response.status_code} with an empty body")
+        return line
+    parser = EventParser()
+    try:
+        async with deadlines.bounded():
+            async for chunk in response.aiter_bytes():
+                for event in parser.feed(chunk):
+                    line = to_line(event.data) if event.event == "message" else b""
+                    if line and response_key(line) == message.key:
+                        return line
+    except (HttpError, EventTooLarge, TimeoutError) as exc:
+        raise Lost(describe(exc)) from exc
+    raise Lost("the stream ended without an answer")
 
 
 async def send_and_read(client: HttpClient, method: str, url: str, headers: dict[str, str], body: bytes | None) -> int:

@@ -5,7 +5,8 @@ byte for byte, and whatever the server sends back (a JSON body, the ``data`` of 
 stream or on the GET stream) goes to the client as one line, byte for byte (``sse.to_line``). It makes no
 journaling decision: it tells the sink what the server answered, or that a request will get no answer
 (``request_abandoned``: its exchange broke, so a journaled call stays in doubt), or answers a request itself with
-``UpstreamRefused`` when the HTTP status proves the server did not run it. It never re-sends a request.
+``UpstreamRefused`` when the HTTP status proves the server did not run it. It sends a request again only when a
+404 for its session proved the server did not run it, once, in a new session (see below).
 
 Which transport, as the MCP specification's backwards-compatibility sections say:
 
@@ -13,8 +14,9 @@ Which transport, as the MCP specification's backwards-compatibility sections say
   ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers; cancelling closes the request's stream.
 * **2025-03-26 … 2025-11-25** (the ``initialize`` handshake): the session id the server gave to ``initialize``
   goes on every later request, the negotiated version too; a GET stream carries server-initiated messages; a
-  request stream that ends early is resumed with ``Last-Event-ID`` when the server numbered its events; a 404 for
-  the session means it expired, and the next message starts a new one; DELETE ends it at shutdown.
+  request stream that ends early is resumed with ``Last-Event-ID`` when the server numbered its events; DELETE
+  ends it at shutdown. A 404 for the session means the server forgot it: a new session stands in for it, unseen
+  by the client, and the request that met the 404 goes again there, once (``renewal.py`` says how).
 * **2024-11-05 HTTP+SSE**, when the server refuses the ``initialize`` POST with a 4xx that is not an answer:
   a GET opens the event stream, whose ``endpoint`` event says where to POST; every answer comes on that stream.
 """
@@ -25,12 +27,11 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import urlsplit
 
-from checkpoint_mcp.config import RemoteConfig, expand_headers
-from checkpoint_mcp.errors import UpstreamRefused, UsageError
+from checkpoint_mcp.config import RemoteConfig
+from checkpoint_mcp.errors import UpstreamRefused
 from checkpoint_mcp.upstream.base import UpstreamSink
 from checkpoint_mcp.upstream.http.client import Broken, ConnectFailed, HttpError, Response, open_client
 from checkpoint_mcp.upstream.http.exchange import (
@@ -42,12 +43,14 @@ from checkpoint_mcp.upstream.http.exchange import (
     content_type,
     describe,
     jsonrpc_error,
+    read_answer,
     read_body,
     response_key,
     send_and_read,
 )
 from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
 from checkpoint_mcp.upstream.http.http_sse import LegacyStream
+from checkpoint_mcp.upstream.http.renewal import Expired, Renewal
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
 
@@ -69,46 +72,6 @@ class _Stream(NamedTuple):
     answered: bool
     last_id: str | None
     retry: float
-
-
-def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[dict[str, str], ssl.SSLContext]:
-    """The headers (expanded from ``environ``) and TLS context of ``config``, once its URL is checked.
-
-    Raises:
-        UsageError: a header is malformed or names an unset variable, the URL is not http(s), or the CA file
-            cannot be loaded.
-    """
-    try:
-        url = urlsplit(config.url)
-        host = url.hostname
-        url.port  # noqa: B018  (a port that is not a number raises here)
-    except ValueError:
-        host = None
-    if url.scheme not in ("http", "https") or not host:
-        raise UsageError(f"--upstream-url must be an http:// or https:// URL, not {config.url!r}")
-    headers = expand_headers(config.headers, environ)
-    try:
-        context = ssl.create_default_context(cafile=config.ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise UsageError(f"--upstream-ca {config.ca_file}: cannot load it: {exc}") from exc
-    return headers, context
-
-
-def open_remote(config: RemoteConfig, environ: Mapping[str, str]) -> RemoteUpstream:
-    """The upstream for ``config``, its headers expanded from ``environ``; nothing is sent yet.
-
-    Raises:
-        UsageError: a header is malformed or names an unset variable, the URL is not http(s), or the CA file
-            cannot be loaded.
-    """
-    headers, context = checked_settings(config, environ)
-    deadlines = Deadlines(config.timeout)
-    auth = None
-    if config.auth == "oauth":
-        from checkpoint_mcp.upstream.http.oauth import oauth_for
-
-        auth = oauth_for(config.url, deadlines.pause)
-    return RemoteUpstream(config, headers, context, auth, deadlines)
 
 
 class RemoteUpstream:
@@ -139,8 +102,8 @@ class RemoteUpstream:
         self._flowing.set()
         self._session: str | None = None
         self._expired = False  # the server forgot our session: start a new one before the next message
-        self._initialize: bytes | None = None  # the client's initialize and initialized lines, for a new session
-        self._initialized: bytes | None = None
+        self._renewal = Renewal(self._new_session)
+        self._memory = self._renewal.memory  # the client's handshake and session state, for a new session
         self._listener: asyncio.Task[None] | None = None
         self._legacy: LegacyStream | None = None
         self._closing = False
@@ -217,12 +180,17 @@ class RemoteUpstream:
 
     async def _dispatch(self, line: bytes, message: OutgoingMessage) -> None:
         """Send one message from the client: a request in an exchange of its own, anything else in order."""
+        await self._renewal.settled()  # a new session is being started: nothing goes out in between
         if self._expired:
-            await self._new_session()
-        if message.method == "initialize" and message.kind is Kind.REQUEST:
-            self._initialize = line
-        elif message.method == "notifications/initialized":
-            self._initialized = line
+            failure = await self._renew(self._renewal.generation)
+            if failure is not None and self._legacy is None:
+                if message.kind is Kind.REQUEST:
+                    refusal = UpstreamRefused(status=404, reason=failure, method=message.method)
+                    await self.deliver([error_line(message.ident, refusal.to_error())])
+                else:
+                    logger.warning("a %s was not sent: %s", message.label, failure)
+                return
+        self._memory.saw_sent(line, message)
         if self._legacy is not None:
             await self._legacy.post(message)
         elif message.kind is Kind.REQUEST:
@@ -245,16 +213,25 @@ class RemoteUpstream:
         found[0].cancel()
         return True
 
-    async def _post_other(self, message: OutgoingMessage) -> None:
-        """A notification or a response to the server's request: POST it, learn nothing but a lost session."""
+    async def _post_other(self, message: OutgoingMessage, *, renewable: bool = True) -> None:
+        """A notification or a response to the server's request: POST it, learn nothing but a lost session.
+
+        A notification that meets a 404 for the session was not taken: it goes again, once, in a new session.
+        """
+        generation = self._renewal.generation
+        headers = self._headers_for(message)
         try:
             async with self._deadlines.bounded():
-                status = await send_and_read(self._client, "POST", self._url, self._headers_for(message), message.body)
+                status = await send_and_read(self._client, "POST", self._url, headers, message.body)
         except (HttpError, TimeoutError) as exc:
             logger.warning("could not send a %s to the remote upstream: %s", message.label, describe(exc))
             return
-        if status == 404 and self._session is not None:
-            self._session_lost()
+        if status == 404 and SESSION_HEADER in headers:
+            self._session_lost(generation)
+            if message.kind is not Kind.NOTIFICATION:
+                logger.warning("a %s met the expired session: what it answered went with the session", message.label)
+            elif renewable and message.method != "notifications/initialized" and await self._renew(generation) is None:
+                await self._post_other(message, renewable=False)  # (a new session sends its own initialized)
         elif status >= 400:
             logger.warning("the remote upstream refused a %s: HTTP %d", message.label, status)
         elif message.method == "notifications/initialized" and self._session is not None:
@@ -266,7 +243,14 @@ class RemoteUpstream:
         sink = self._sink
         assert sink is not None
         try:
-            await self._answer(message)
+            try:
+                await self._answer(message)
+            except Expired as expired:
+                failure = await self._renew(expired.generation)
+                if failure is not None:
+                    raise Refused(404, failure) from None
+                logger.warning("sending the %s that met the expired session again, in the new one", message.label)
+                await self._answer(message, renewable=False)
         except Refused as refused:
             refusal = UpstreamRefused(status=refused.status, reason=refused.reason, method=message.method)
             await self.deliver([error_line(message.ident, refusal.to_error())])
@@ -285,14 +269,16 @@ class RemoteUpstream:
             if found is not None and found[0] is asyncio.current_task():
                 del self._exchanges[message.key]
 
-    async def _answer(self, message: OutgoingMessage) -> None:
+    async def _answer(self, message: OutgoingMessage, *, renewable: bool = True) -> None:
         """POST a request and deliver its answer.
 
         Raises:
+            Expired: the server forgot the session (so it did not run the request); only if ``renewable``.
             Refused: the server certainly did not run it.
             Lost: no answer will come and the server may have run it.
         """
         headers = self._headers_for(message)
+        generation = self._renewal.generation if SESSION_HEADER in headers else None
         response = await self.open_exchange("POST", message, headers)
         try:
             status = response.status_code
@@ -300,7 +286,7 @@ class RemoteUpstream:
                 self._session = response.headers.get(SESSION_HEADER) or None
                 self._expired = False
             if status >= 300:
-                await self._failed(message, response, headers.get(SESSION_HEADER))
+                await self._failed(message, response, generation if renewable else None)
                 return
             kind = content_type(response)
             if kind == "application/json":
@@ -342,19 +328,19 @@ class RemoteUpstream:
             # so the server did not run it.
             raise Refused(None, f"authorization failed: {describe(exc)}") from exc
 
-    async def _failed(self, message: OutgoingMessage, response: Response, session: str | None) -> None:
+    async def _failed(self, message: OutgoingMessage, response: Response, generation: int | None) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
+            Expired: a 404 for the session the request was sent in (``generation``, None if none or if the
+                request was already sent again once).
             Refused: the status proves the request did not run.
             Lost: it may have run.
         """
         status = response.status_code
-        if status == 404 and session is not None and message.method != "initialize":
-            # The session it was sent in (the GET stream may have learned of its end first) is gone.
-            if self._session == session:
-                self._session_lost()
-            raise Refused(status, "the session expired; the next message starts a new one")
+        if status == 404 and generation is not None and message.method != "initialize":
+            self._session_lost(generation)
+            raise Expired(generation)
         with contextlib.suppress(Lost):
             answer = jsonrpc_error(await read_body(response, ERROR_BODY_LIMIT), message)
             if answer is not None:
@@ -422,6 +408,7 @@ class RemoteUpstream:
         if message is not None:
             for line in lines:
                 self._mcp.learn(message, line)
+                self._memory.learn(message, line)
         assert self._sink is not None
         self._sink.upstream_lines(lines)
 
@@ -447,46 +434,70 @@ class RemoteUpstream:
             headers[SESSION_HEADER] = self._session
         return headers
 
-    def _session_lost(self) -> None:
+    def _session_lost(self, generation: int) -> None:
+        """The server forgot session ``generation``: the next message (or the exchange that learned it) starts
+        a new one. News of an older session than the current one changes nothing."""
+        if generation != self._renewal.generation:
+            return
         if self._session is not None:
-            logger.warning("the remote upstream forgot our session (HTTP 404); the next message starts a new one")
+            logger.warning("the remote upstream forgot our session (HTTP 404)")
         self._session = None
-        self._expired = self._initialize is not None
+        self._expired = self._memory.initialize is not None
         if self._listener is not None:
             self._listener.cancel()
             self._listener = None
 
-    async def _new_session(self) -> None:
-        """Start a new session with the client's own initialize and initialized messages; their answers are
-        ours, not the client's (it already has them)."""
+    async def _renew(self, generation: int) -> str | None:
+        """A new session in place of session ``generation`` (once for all who found it gone); None, or why not."""
         self._expired = False
-        if self._initialize is None:
-            return
-        message = read_outgoing(self._initialize)
+        failure = await self._renewal.renew(generation)
+        if failure is not None:
+            self._expired = self._memory.initialize is not None  # the next message tries again
+        return failure
+
+    async def _new_session(self) -> str | None:
+        """Start a new session with the client's own initialize and initialized messages (their answers are
+        ours: the client has its own), then restore the state the client had set up; None, or why it failed."""
+        memory = self._memory
+        if memory.initialize is None:
+            return "the session expired before the client initialized it"
+        message = read_outgoing(memory.initialize)
         if self._legacy is not None:
-            initialized = read_outgoing(self._initialized) if self._initialized is not None else None
-            if not await self._legacy.reopen(message, initialized):
-                self._expired = True
-            return
+            initialized = read_outgoing(memory.initialized) if memory.initialized is not None else None
+            return None if await self._legacy.reopen(message, initialized) else "the event stream could not reopen"
         try:
-            response = await self.open_exchange("POST", message, self._headers_for(message))
+            answer = await self._own_request(message)
         except (Refused, Lost) as exc:
-            logger.warning("could not start a new session: %s", exc)
-            self._expired = True
-            return
+            self._session = None
+            return f"the server forgot our session and refused a new one: {exc}"
+        refusal = memory.version_refusal(answer)
+        if refusal is not None:
+            self._session = None
+            return refusal
+        if memory.initialized is not None:
+            await self._post_other(read_outgoing(memory.initialized), renewable=False)
+        await self._renewal.restore(self._own_request)
+        return None
+
+    async def _own_request(self, message: OutgoingMessage) -> bytes:
+        """POST a request of the proxy's own in the current session; its answer (never the client's).
+
+        Raises:
+            Refused: a failure status without a JSON-RPC answer, or no connection.
+            Lost: the exchange broke before its answer.
+        """
+        response = await self.open_exchange("POST", message, self._headers_for(message))
         try:
             if response.status_code >= 300:
-                logger.warning("could not start a new session: HTTP %d", response.status_code)
-                self._expired = True
-                return
-            self._session = response.headers.get(SESSION_HEADER) or None
-            with contextlib.suppress(Lost):
-                await read_body(response)
+                answer = jsonrpc_error(await read_body(response, ERROR_BODY_LIMIT), message)
+                if answer is None:
+                    raise Refused(response.status_code, f"HTTP {response.status_code}")
+                return answer
+            if message.method == "initialize":
+                self._session = response.headers.get(SESSION_HEADER) or None
+            return await read_answer(response, message, self._deadlines)
         finally:
             await response.aclose()
-        logger.info("started a new session with the remote upstream")
-        if self._initialized is not None:
-            await self._post_other(read_outgoing(self._initialized))
 
     def _listen(self) -> None:
         """Open the GET stream for the server's own messages (once per session)."""
@@ -513,7 +524,8 @@ class RemoteUpstream:
                     logger.debug("the remote upstream offers no GET stream")
                     return
                 if response.status_code == 404:
-                    self._session_lost()
+                    if self._session == session:
+                        self._session_lost(self._renewal.generation)
                     return
                 if response.status_code >= 300 or content_type(response) != "text/event-stream":
                     failures += 1
@@ -557,7 +569,7 @@ class RemoteUpstream:
 
     def stream_lost(self) -> None:
         """The HTTP+SSE stream, and the session with it, is gone: the next message starts a new one."""
-        self._expired = self._initialize is not None
+        self._expired = self._memory.initialize is not None
 
     # ---- tasks ---------------------------------------------------------------------------------------------
 

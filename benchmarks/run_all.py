@@ -23,6 +23,7 @@ ORDER = [
     "session_journal",
     "backends",
     "remote",
+    "repeat_lookup",
     "audit",
 ]
 TAKES_FASTMCP = {"latency", "throughput", "startup"}

@@ -18,6 +18,8 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
+from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
+from checkpoint_mcp.cli_reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
@@ -83,6 +85,7 @@ class _ProxyGroup(click.Group):
     help="Store a stub instead of the call arguments; divergence is still detected by signature.",
 )
 @audit_key_option
+@policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the client sees.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the client sees.")
 @click.option(
@@ -104,7 +107,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
     """
     configure_logging(options["log_level"])
     if ctx.invoked_subcommand is not None:
-        proxy_only = ("upstream_cmd", "upstream_url", "journal", "workflow_id", "audit_key_env")
+        proxy_only = ("upstream_cmd", "upstream_url", "journal", "workflow_id", "audit_key_env", "policy")
         given = [k for k in proxy_only if options[k] is not None]
         if given:
             raise click.UsageError(
@@ -122,11 +125,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 
 def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
-    """The journaling settings shared by the stdio proxy and the gateway, from their command lines.
-
-    Raises:
-        click.UsageError: not one upstream, a remote-only flag without --upstream-url, or relaxed commits off SQLite.
-    """
+    """The journaling settings of the stdio proxy and the gateway; a ``click.UsageError`` for a bad combination."""
     from checkpoint_mcp.cli_journal import key_from
     from checkpoint_mcp.config import ProxyConfig
 
@@ -145,6 +144,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         server_version=options["server_version"],
         relaxed_completions=relaxed_choice(options),
         audit_key_env=options["audit_key_env"],
+        policy=checked_policy(options["policy"], remote),
     )
 
 
@@ -173,6 +173,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 @journal_options
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
 @audit_key_option
+@policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
 @click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")
 @click.option(
@@ -270,12 +271,16 @@ def demo(workdir: str | None) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
+main.add_command(policy_group)
 main.add_command(init_command)
 
 
 @main.group("journal")
 def journal_group() -> None:
     """Inspect and reconcile a journal: list workflows, show calls, resolve in-doubt calls, export, gc, web UI."""
+
+
+journal_group.add_command(journal_reconcile)
 
 
 @journal_group.command("ls")
@@ -316,11 +321,12 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
 
     WORKFLOW defaults to the proxy's default workflow for this journal (the journal's path, or its URL).
     """
-    from checkpoint_mcp.journal import operations, report
+    from checkpoint_mcp.journal import notes, operations, report
 
     workflow = _workflow(location, workflow)
     with opened(location) as journal:
         summary, calls, resolutions = operations.describe(journal, workflow)
+        policy = notes.policy_notes(journal.links(workflow))
     if seq is not None:
         matching = [c for c in calls if c.seq == seq]
         if not matching:
@@ -330,10 +336,13 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
                 {
                     **report.call_json(matching[0]),
                     "resolutions": [report.resolution_json(r) for r in resolutions if r.seq == seq],
+                    "policyNotes": [notes.note_json(n) for n in policy if n.seq == seq],
                 }
             )
         else:
-            click.echo(report.render_call(matching[0], resolutions))
+            click.echo(
+                notes.with_notes(report.render_call(matching[0], resolutions), [n for n in policy if n.seq == seq])
+            )
         return
     if as_json:
         emit_json(
@@ -341,10 +350,11 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
                 **report.summary_json(summary),
                 "calls": [report.call_json(c) for c in calls],
                 "resolutions": [report.resolution_json(r) for r in resolutions],
+                "policyNotes": [notes.note_json(n) for n in policy],
             }
         )
     else:
-        click.echo(report.render_show(summary, calls, resolutions))
+        click.echo(notes.with_notes(report.render_show(summary, calls, resolutions), policy))
 
 
 @journal_group.command("resolve")
@@ -466,8 +476,9 @@ journal_group.add_command(journal_verify)
     help="Require the token held in environment variable VAR instead of a random one (and allow any address).",
 )
 @audit_key_option
+@settle_options
 def journal_ui(
-    location: str, listen: str, open_browser: bool, auth_token_env: str | None, audit_key_env: str | None
+    location: str, listen: str, open_browser: bool, auth_token_env: str | None, audit_key_env: str | None, **more: Any
 ) -> None:
     """Serve the journal as local web pages: workflows, timelines, calls, and resolving in-doubt calls.
 
@@ -478,7 +489,8 @@ def journal_ui(
 
     try:
         key = key_from(audit_key_env)
-        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env, audit_key=key)
+        settle = settle_action_from(location, key, more)
+        serve_ui(location, listen, open_browser=open_browser, token_env=auth_token_env, audit_key=key, settle=settle)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from checkpoint_mcp.errors import UsageError
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.intercept.policy import Policy
 
 DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
 
@@ -38,6 +41,7 @@ class ProxyConfig(NamedTuple):
     remote: RemoteConfig | None = None
     relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
     audit_key_env: str | None = None  # the variable holding the hash chain's key (--audit-key-env)
+    policy: Policy | None = None  # --policy: the tool policies (None: every tool as without a policy)
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -29,7 +29,8 @@ The hierarchy::
         ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
         ├── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
         ├── UpstreamRefused             -32087 a remote upstream refused the request over HTTP before running it
-        └── Stopped                     -32088 the proxy shut down before the upstream answered
+        ├── Stopped                     -32088 the proxy shut down before the upstream answered
+        └── RepeatRefused               -32089 a tool policy refuses a call that repeats a completed one by content
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
@@ -57,6 +58,7 @@ FAILED_BY_OPERATOR: Final = -32085
 STILL_IN_FLIGHT: Final = -32086
 UPSTREAM_REFUSED: Final = -32087
 STOPPED: Final = -32088
+REPEAT_REFUSED: Final = -32089
 
 ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
@@ -102,6 +104,11 @@ ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
     STOPPED: (
         "stopped",
         "the proxy shut down (client EOF, or a signal) before the upstream answered; a journaled call is in doubt",
+    ),
+    REPEAT_REFUSED: (
+        "repeat refused",
+        '`--policy` with `repeat = "refuse"`: the same tool and arguments already completed within the window, '
+        "in a call that carried no sequence and no key; it did not run again",
     ),
 }
 """code -> (short name, when it is used). The README's error table is generated from this."""
@@ -431,3 +438,41 @@ class JoinInFlight(CheckpointError):
         self.workflow = workflow
         self.seq = seq
         self.refusal = refusal
+
+
+class RepeatRefused(CallRefused):
+    """A call with no sequence and no key repeats, by its content, a call of the workflow that completed within
+    the window, and its tool's policy says ``repeat = "refuse"``: it is not run again."""
+
+    code = REPEAT_REFUSED
+
+    def __init__(
+        self,
+        *,
+        workflow: str,
+        seq: int,
+        tool: str,
+        started_at: str,
+        result: str,
+        window: str,
+        runs_again_after: str,
+        rule: str,
+        commands: dict[str, str],
+    ) -> None:
+        super().__init__(
+            f"repeat refused: {tool} with these arguments already ran as call #{seq} of workflow {workflow!r} at "
+            f"{started_at} ({result}); the tool policy [{rule}] refuses a repeat within {window}, so it did not run "
+            f"again. Use the result above. To let it run again: {commands['release']} (forgets the original), "
+            f'or set repeat = "allow" for {tool} in the policy, or send it after {runs_again_after}',
+            {
+                "reason": "repeat",
+                "workflow": workflow,
+                "tool": tool,
+                "original": {"workflow": workflow, "seq": seq, "state": "COMPLETED", "at": started_at},
+                "result": result,
+                "window": window,
+                "rule": rule,
+                "runsAgainAfter": runs_again_after,
+                "resolve": {"show": commands["show"], "release": commands["release"]},
+            },
+        )

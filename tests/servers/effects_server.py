@@ -14,7 +14,7 @@ Tools:
   fail(reason)              side effect, then a JSON-RPC error (-32000)
   fail_quiet(...)           side effect, then a JSON-RPC error that echoes nothing
   tool_error(reason)        side effect, then a result with isError: true
-  lookup(key)               readOnlyHint: true; records nothing
+  lookup(key)               readOnlyHint: true; records a "read" event (never "done")
   hang()                    records "started", never answers
   die(code)                 records "started", exits the process at once
   close_stdout()            records "started", closes its stdout and keeps running
@@ -109,6 +109,7 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
         record("done", name, args)
         send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"tool error: {args.get('reason')}", True)})
     elif name == "lookup":
+        record("read", name, args)
         send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"value of {args.get('key')}")})
     elif name == "hang":
         record("started", name, args)

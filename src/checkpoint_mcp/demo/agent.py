@@ -1,19 +1,25 @@
 """The demo's scripted agent: it drives the demo mailer through `checkpoint` with the official MCP SDK client.
 
+The proxy runs with a tool policy (``POLICY``): e-mails in doubt are settled by asking the mail service's
+read-only ``list_outbox``, card charges by the card service's own idempotency key, and an e-mail repeated by an
+agent that names no sequence is refused.
+
 Act 1: the agent runs a four-step workflow; the machine "crashes" (the proxy SIGKILLs itself through a debug
-trigger) right after the mail server sent step 3 but before the journal could record it.
-Act 2: a restarted agent runs its script again from the top, with a changed amount at step 2 (a bug), and the
-proxy replays step 1, refuses the changed call as a divergence, refuses step 3 as in doubt, and runs step 4.
-Act 3: an operator finds Bob's mail in the outbox and records step 3 as completed; the fixed agent runs once more
-and every step is answered from the journal.
+trigger) right after the card service charged step 2, before the journal could record it.
+Act 2: the restarted agent runs its script again from the top: step 1 is replayed, step 2 (in doubt) is sent
+again under the same idempotency key, so the card is not charged twice; then it crashes again right after the
+mail service sent step 3.
+Act 3: restarted once more, the proxy asks the outbox whether step 3's e-mail went out: it did, so it is recorded
+as done and not sent again; step 4 runs. No operator step.
+Act 4: after a /clear, an agent that remembers nothing and names no sequence sends Bob's invoice again: the
+proxy recognises the call by its content and refuses it.
 Epilogue: before act 1 the agent saved a session checkpoint (goal, next steps) in the demo's folder, a git
-repository; the demo ends with the resume brief a fresh session got right after the crash: both halves, the
-session's goal and next steps beside the journal's in-doubt e-mail and completed calls.
+repository; the demo ends with the resume brief a fresh session gets: both halves, the session's goal and next
+steps beside the journal's calls done, and the two in-doubt calls the policy settled by itself, and how.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -31,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import RequestParamsMeta
 
 from checkpoint_mcp.debug import ENV_VAR as TRIGGER_ENV
-from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT
+from checkpoint_mcp.errors import IN_DOUBT, REPEAT_REFUSED
 
 Step = tuple[str, dict[str, Any]]
 
@@ -41,7 +47,26 @@ SCRIPT: list[Step] = [
     ("send_email", {"to": "bob@example.com", "subject": "Your invoice"}),
     ("send_email", {"to": "carol@example.com", "subject": "Thanks for your feedback"}),
 ]
-BUGGY_STEP_2: Step = ("charge_card", {"customer": "alice", "cents": 9900})
+
+POLICY = """\
+# The demo's tool policies (every key: docs/policies.md).
+
+[tools.send_email]
+repeat = "refuse"          # the same e-mail again from an agent that names no sequence: refused, never re-sent
+
+[tools.send_email.probe]   # an e-mail in flight at a crash: ask the outbox whether it went out
+tool = "list_outbox"
+arguments = { to = "/to", subject = "/subject" }
+happened_if = { pointer = "/count", equals = 1 }
+not_happened_if = { pointer = "/count", equals = 0 }
+
+[tools.charge_card]        # a charge in flight at a crash: send it again with the same key; the card service
+idempotency = { argument = "idempotency_key" }    # charges a key once
+
+[tools.list_outbox]        # reading the outbox changes nothing: never journaled, never a repeat, fit to be a probe
+journal = false
+read_only = true
+"""
 
 
 def _seq(seq: int) -> RequestParamsMeta:
@@ -60,15 +85,17 @@ def _describe(step: Step) -> str:
 
 
 class Demo:
-    """Paths and process settings shared by both acts."""
+    """Paths and process settings shared by every act."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.journal = workdir / "journal.db"
         self.outbox = workdir / "outbox.txt"
         self.ledger = workdir / "ledger.txt"
+        self.policy = workdir / "policy.toml"
         for path in (self.outbox, self.ledger):
             path.touch()
+        self.policy.write_text(POLICY)
 
     def client(self, crash_at: str | None = None) -> AbstractAsyncContextManager[Client]:
         upstream = shlex.join([sys.executable, "-m", "checkpoint_mcp.demo.mailer"])
@@ -76,11 +103,8 @@ class Demo:
         env.pop(TRIGGER_ENV, None)
         if crash_at:
             env[TRIGGER_ENV] = crash_at
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "checkpoint_mcp", "--upstream-cmd", upstream, "--journal", str(self.journal)],
-            env=env,
-        )
+        args = ["-m", "checkpoint_mcp", "--upstream-cmd", upstream, "--journal", str(self.journal)]
+        params = StdioServerParameters(command=sys.executable, args=[*args, "--policy", str(self.policy)], env=env)
         return Client(params, mode="legacy")
 
     def session_setup(self) -> Any:
@@ -92,81 +116,81 @@ class Demo:
         )
 
     def side_effects(self) -> None:
-        say("  What really happened (the mail server's outbox and the card ledger):", dim=True)
+        say("  What really happened (the mail service's outbox and the card ledger):", dim=True)
         for line in self.outbox.read_text().splitlines() + self.ledger.read_text().splitlines():
             say(f"    • {line}", dim=True)
 
 
-async def _act_one(demo: Demo) -> None:
-    say("Act 1 — an agent runs a four-step workflow through checkpoint.", bold=True)
-    say(f"  (journal: {demo.journal})")
-    # Crash right after the mail server answered step 3, before the journal recorded it.
-    async with demo.client(crash_at="after_upstream_reply@3") as client:
+async def _run_script(demo: Demo, crash_at: str | None = None) -> None:
+    """The agent's script from the top, each step pinned to its sequence; narrates what the proxy did."""
+    async with demo.client(crash_at=crash_at) as client:
         for seq, step in enumerate(SCRIPT, 1):
             try:
                 result = await client.call_tool(step[0], step[1], meta=_seq(seq))
             except MCPError as exc:
                 say(f"  step {seq}: {_describe(step)}")
+                if exc.code == IN_DOUBT:
+                    say(f"    ✋ refused, in doubt: {exc.message}", fg="yellow")
+                    continue
                 say(f"    💥 the machine crashed mid-call ({exc.message}).", fg="red")
-                break
-            say(f"  step {seq}: {_describe(step)} → {result.content[0].text}")  # type: ignore[union-attr]
+                return
+            meta = result.meta or {}
+            info = meta.get("checkpoint/journal", {})
+            text = result.content[0].text  # type: ignore[union-attr]
+            if "checkpoint/settled" in meta:
+                probe = meta["checkpoint/settled"]["probe"]
+                say(f"  step {seq}: {_describe(step)}", fg="green")
+                say(f"    ✓ it was in doubt; {probe} shows it went out, so it is recorded as done, not sent again")
+            elif info.get("replayed"):
+                say(f"  step {seq}: {_describe(step)} → replayed from the journal, nothing sent", fg="green")
+            else:
+                say(f"  step {seq}: {_describe(step)} → {text}", fg="green")
+
+
+async def _act_one(demo: Demo) -> None:
+    say("Act 1 — an agent runs a four-step workflow through checkpoint.", bold=True)
+    say(f"  (journal: {demo.journal}; tool policy: {demo.policy})")
+    # Crash right after the card service answered step 2, before the journal recorded it.
+    await _run_script(demo, crash_at="after_upstream_reply@2")
     demo.side_effects()
-    say("  Bob's e-mail went out, but the journal only knows the call was in flight: it is in doubt.")
+    say("  Alice's card was charged, but the journal only knows the charge was in flight: it is in doubt.")
     say()
 
 
 async def _act_two(demo: Demo) -> None:
     say("Act 2 — the agent restarts and runs its script again from the top.", bold=True)
-    say("  (its step 2 now has a bug: a different amount)")
-    script = [SCRIPT[0], BUGGY_STEP_2, SCRIPT[2], SCRIPT[3]]
-    async with demo.client() as client:
-        for seq, step in enumerate(script, 1):
-            say(f"  step {seq}: {_describe(step)}")
-            try:
-                result = await client.call_tool(step[0], step[1], meta=_seq(seq))
-            except MCPError as exc:
-                if exc.code == DIVERGENCE:
-                    say(f"    ✋ refused, divergence: {'; '.join(exc.data['difference'])}", fg="yellow")
-                    say("       the journal holds another call at this step, so checkpoint will not run this one.")
-                elif exc.code == IN_DOUBT:
-                    say("    ✋ refused, in doubt: it was in flight at the crash and may have run.", fg="yellow")
-                    say("       an operator checks the upstream, then runs one of:")
-                    for key in ("completed", "failed", "release"):
-                        say(f"         $ {exc.data['resolve'][key]}", dim=True)
-                else:
-                    say(f"    error {exc.code}: {exc.message}", fg="red")
-                continue
-            info = (result.meta or {}).get("checkpoint/journal", {})
-            how = "replayed from the journal, mail server not called" if info.get("replayed") else "ran upstream"
-            say(f"    ✓ {result.content[0].text} ({how})", fg="green")  # type: ignore[union-attr]
+    say("  Step 2 is in doubt. Every charge went out with an idempotency key derived from the workflow and the")
+    say("  step, so the proxy sends it again with the same key: the card service knows the key and charges nothing.")
+    # This time the machine crashes right after the mail service sent step 3 (the 2nd answer of this run).
+    await _run_script(demo, crash_at="after_upstream_reply@2")
+    demo.side_effects()
+    say("  One charge only. But Bob's e-mail went out just before the crash: now step 3 is in doubt.")
+    say()
+
+
+async def _act_three(demo: Demo) -> None:
+    say("Act 3 — the agent restarts once more. Nobody runs any command.", bold=True)
+    say("  Step 3 is in doubt. The proxy asks the mail service's read-only list_outbox whether it went out.")
+    await _run_script(demo)
     demo.side_effects()
     say()
 
 
-def _act_three(demo: Demo) -> None:
-    say("Act 3 — an operator reconciles the in-doubt call, and the fixed agent runs once more.", bold=True)
-    say("  Bob's mail is in the outbox, so step 3 did happen. The operator records that:")
-    result = demo.workdir / "step3-result.json"
-    text = "sent 'Your invoice' to bob@example.com"
-    # What the tool would have answered, structured content included (clients check it against the output schema).
-    result.write_text(json.dumps({"content": [{"type": "text", "text": text}], "structuredContent": {"result": text}}))
-    argv = ["journal", "resolve", "--journal", str(demo.journal), "3"]  # the journal's default workflow
-    argv += ["--completed", "--result-file", str(result)]
-    say(f"  $ checkpoint {shlex.join(argv)}", dim=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "checkpoint_mcp", *argv], capture_output=True, text=True, check=False, timeout=60
-    )
-    say(f"  {done.stdout.strip() or done.stderr.strip()}")
-    anyio.run(_rerun_fixed, demo)
-
-
-async def _rerun_fixed(demo: Demo) -> None:
+async def _act_four(demo: Demo) -> None:
+    say("Act 4 — after a /clear, an agent that remembers nothing sends Bob's invoice again.", bold=True)
+    say("  Like most agents (Claude Code, LangChain…), it passes no sequence and no key: only the arguments.")
+    to, subject = SCRIPT[2][1]["to"], SCRIPT[2][1]["subject"]
     async with demo.client() as client:
-        for seq, step in enumerate(SCRIPT, 1):
-            result = await client.call_tool(step[0], step[1], meta=_seq(seq))
-            replayed = (result.meta or {}).get("checkpoint/journal", {}).get("replayed")
-            how = "replayed from the journal" if replayed else "ran upstream"
-            say(f"  step {seq}: {_describe(step)} → {how}", fg="green")
+        say(f"  {_describe(SCRIPT[2])}")
+        try:
+            result = await client.call_tool("send_email", {"to": to, "subject": subject})
+        except MCPError as exc:
+            if exc.code == REPEAT_REFUSED:
+                say(f"    ✋ caught: the same e-mail went out as call #{exc.data['original']['seq']}; not sent again.")
+            else:
+                say(f"    error {exc.code}: {exc.message}", fg="red")
+        else:
+            say(f"    ran: {result.content[0].text}", fg="red")  # type: ignore[union-attr]
     demo.side_effects()
     say()
 
@@ -187,7 +211,7 @@ def save_session(demo: Demo) -> None:
 
     if _git(demo.workdir, "rev-parse", "--is-inside-work-tree").returncode != 0:
         _git(demo.workdir, "init", "-q")
-        ignored = [".claude-checkpoint*", "journal.db*", "outbox.txt", "ledger.txt", "step3-result.json"]
+        ignored = [".claude-checkpoint*", "journal.db*", "outbox.txt", "ledger.txt", "policy.toml"]
         (demo.workdir / ".gitignore").write_text("".join(f"{name}\n" for name in ignored))
         _git(demo.workdir, "add", ".gitignore")
         _git(demo.workdir, *GIT_IDENTITY, "commit", "-qm", "order 1042")
@@ -211,19 +235,19 @@ def resume_brief(demo: Demo) -> str:
 
 
 def _epilogue(brief: str) -> None:
-    say("Epilogue — the other half: what a fresh session was told right after the crash in act 1.", bold=True)
+    say("Epilogue — the other half: what a fresh session is told now.", bold=True)
     say("  Before act 1 the agent had saved a session checkpoint (its goal and next steps). The resume brief")
     say("  (`checkpoint brief --journal journal.db`, or load_session_checkpoint) joins it with the journal:")
     say()
     for line in brief.splitlines():
         say(f"    {line}", dim=not line.startswith(("##", "- #")))
     say()
-    say('  The next steps say "send the invoice"; the journal says that e-mail is in doubt and the earlier')
-    say("  steps are done: the resumed agent neither repeats them nor forgets them.")
+    say('  The next steps say "charge the card, send the invoice"; the journal says both are done, and that the')
+    say("  proxy settled them itself and how: the resumed agent neither repeats them nor forgets them.")
 
 
 def run_demo(workdir: str | None) -> None:
-    """Run both acts in ``workdir`` (a fresh temporary folder when None)."""
+    """Run every act in ``workdir`` (a fresh temporary folder when None)."""
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="checkpoint-demo-") as tmp:
             _run(Path(tmp))
@@ -237,14 +261,15 @@ def _run(workdir: Path) -> None:
     demo = Demo(workdir)
     save_session(demo)
     anyio.run(_act_one, demo)
-    brief = resume_brief(demo)
     anyio.run(_act_two, demo)
-    _act_three(demo)
+    anyio.run(_act_three, demo)
+    anyio.run(_act_four, demo)
     outbox = demo.outbox.read_text().splitlines()
     ledger = demo.ledger.read_text().splitlines()
     say("Result:", bold=True)
-    say(f"  The script ran three times, yet {len(outbox)} e-mails went out and {len(ledger)} card charge(s) happened:")
-    say("  no side effect happened twice; the changed call and the in-doubt call were surfaced, not guessed;")
-    say("  and once a human had said what happened, the journal answered for it.")
+    say(f"  The script ran three times and once more from scratch, yet {len(outbox)} e-mails went out and")
+    say(f"  {len(ledger)} card charge(s) happened: no side effect happened twice. The two calls in flight at the")
+    say("  crashes were settled by the services themselves (the outbox, the card's idempotency key), never")
+    say("  guessed, and no operator had to step in.")
     say()
-    _epilogue(brief)
+    _epilogue(resume_brief(demo))

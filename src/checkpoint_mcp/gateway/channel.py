@@ -221,7 +221,15 @@ class Channel:
             self._upstream.send(b"".join(routed.to_upstream))
         self._deliver(routed.to_client)
         self._schedule_flush()
+        loop = asyncio.get_running_loop()
+        for probe_id, delay in self._interceptor.take_timers():
+            loop.call_later(delay, self._probe_expired, probe_id)
         return routed.joins
+
+    def _probe_expired(self, probe_id: str) -> None:
+        """A tool policy's probe got no answer in time: its call stays in doubt (if it is still waiting)."""
+        self._deliver(self._interceptor.probe_expired(probe_id))
+        self._schedule_flush()
 
     @staticmethod
     def _key_of(line: bytes) -> tuple[str, Any] | None:

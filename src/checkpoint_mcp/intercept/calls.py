@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.config import ProxyConfig
@@ -24,6 +25,8 @@ from checkpoint_mcp.errors import (
     JoinInFlight,
     StillInFlight,
 )
+from checkpoint_mcp.intercept import repeats
+from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
     MAX_KEY_LENGTH,
@@ -39,7 +42,7 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
-from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.journal.report import iso_before, operator_commands
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
 
@@ -64,6 +67,16 @@ class Claimed(NamedTuple):
     tool: str
     signature: str
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
+    key: str | None = None  # the agent's own key (``_meta.checkpoint_key`` or ``idempotencyKey``), if any
+
+
+class Unsettled(NamedTuple):
+    """An in-doubt call met again (by sequence, key or content) whose tool's policy can settle it: by a probe, or
+    by sending it again under its idempotency key. The interceptor settles it, or answers ``refusal``."""
+
+    record: CallRecord  # the PENDING row, as found
+    rule: SettleRule
+    refusal: InDoubt  # the answer when it cannot be settled
 
 
 class _AwaitingInput(NamedTuple):
@@ -109,8 +122,13 @@ class CallJournal:
 
     # ---- claiming -----------------------------------------------------------------------------------------
 
-    def claim(self, ident: Any, params: dict[str, Any], unit: UnitOfWork) -> Claimed | bytes:
-        """Decide one valid tools/call: the claim to forward, or the line that answers it from the journal.
+    def claim(
+        self, ident: Any, params: dict[str, Any], unit: UnitOfWork, read_only: bool = False
+    ) -> Claimed | Unsettled | bytes:
+        """Decide one valid tools/call: the claim to forward, an in-doubt call its policy may settle, or the line
+        that answers it from the journal.
+
+        ``read_only``: the upstream marks the tool ``readOnlyHint: true``; such a call is never a repeat.
 
         Raises:
             CallRefused: invalid hints, in doubt, divergent or collected.
@@ -127,6 +145,10 @@ class CallJournal:
             continued = self._continuation(signature, hint, params.get("requestState"))
             if continued is not None:
                 return continued
+        if hint is None and key is None and not read_only and self._config.policy is not None:
+            answer = self._repeat(ident, unit, name, signature)
+            if answer is not None:
+                return answer
         seq, record = self._place(unit, hint, key)
         branch = self._lineage.branch_at(seq)
         self._refuse_if_running(record, branch.workflow, seq, name, signature)
@@ -138,7 +160,7 @@ class CallJournal:
         if isinstance(decision, Proceed):
             return self._reserve(unit, seq, name, arguments, signature, key)
         if isinstance(decision, InDoubtAt):
-            raise self._pending(decision.record, seq, signature)
+            return self.in_doubt(decision.record, seq, signature)
         if isinstance(decision, Diverge):
             if self._config.on_divergence == "fork":
                 self._lineage = unit.fork(self._lineage, seq)
@@ -153,6 +175,74 @@ class CallJournal:
                 return self._reserve(unit, seq, name, arguments, signature, key)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
+
+    def in_doubt(self, found: CallRecord, seq: int, signature: str) -> Unsettled:
+        """A PENDING row met by a call with ``signature`` (by its sequence, its key, or, for a repeat caught by
+        content, its signature): an ``Unsettled`` to settle when the call is the same and truly in doubt (no live
+        process runs it) and its tool's policy declares a probe or an idempotency key.
+
+        Raises:
+            InDoubt: it cannot be settled (in flight, another call, or no such policy): the refusal.
+            JoinInFlight: the same call is running here or on a live replica, and joins are enabled.
+        """
+        refusal = self._pending(found, seq, signature)
+        policy = self._config.policy
+        rule = policy.rule_for(found.tool) if policy is not None else None
+        truly = refusal.data.get("reason") == "in_doubt"
+        if rule is None or not truly or found.signature != signature or not can_settle(rule):
+            raise refusal
+        return Unsettled(found, rule, refusal)
+
+    def settling(self, record: CallRecord) -> Claimed:
+        """The in-doubt call ``record`` is being settled by this process: in flight here until ``finished``."""
+        self._running[(record.workflow, record.seq)] = record.signature
+        return Claimed(record.workflow, record.seq, record.tool, record.signature, continued=True, key=record.key)
+
+    def replay_of(self, ident: Any, record: CallRecord) -> bytes:
+        """The line that answers ``ident`` from the finished ``record`` (a replay)."""
+        return self._replay_line(ident, record)
+
+    def _repeat(self, ident: Any, unit: UnitOfWork, name: str, signature: str) -> bytes | Unsettled | None:
+        """A call with no sequence and no key, under a policy: the answer if it repeats a journaled call by its
+        content (see ``repeats``), None if it is to run (no such call, or the original FAILED).
+
+        Raises:
+            RepeatRefused: it repeats a completed call and the rule says refuse.
+            InDoubt: it repeats a call in doubt, or in flight here (the stdio proxy).
+            JoinInFlight: it repeats a call in flight here or on a live replica, and joins are enabled.
+            JournalError: the journal could not be read.
+        """
+        assert self._config.policy is not None
+        rule = self._config.policy.rule_for(name)
+        if not rule.catches_repeats:
+            return None
+        workflows = {branch.workflow for branch in self._lineage.branches}
+        for (workflow, seq), running in self._running.items():
+            if running == signature and workflow in workflows:
+                # Reserved by another session of this process and not yet committed: no row shows it yet.
+                self._refuse_if_running(None, workflow, seq, name, signature)
+        since = iso_before(timedelta(seconds=rule.window_seconds))
+        found = unit.read_signature(self._lineage, signature, since)
+        if found is None:
+            return None
+        action = repeats.verdict(found, rule)
+        if action is repeats.Action.IN_DOUBT:
+            refusal = self._pending(found, found.seq, signature)  # raises JoinInFlight to join a live original
+            if refusal.data.get("reason") == "in_flight":
+                action = repeats.Action.IN_FLIGHT
+            repeats.record(unit, found, rule, action, signature)
+            if action is repeats.Action.IN_DOUBT:
+                return self.in_doubt(found, found.seq, signature)  # settled by the policy, or refused
+            raise refusal
+        repeats.record(unit, found, rule, action, signature)
+        logger.info(
+            "call %s repeats call #%d of %r (%s): %s", name, found.seq, found.workflow, found.state.value, action.value
+        )
+        if action is repeats.Action.RAN_AGAIN:
+            return None
+        if action is repeats.Action.REFUSED:
+            raise repeats.refusal(found, rule, self._where)
+        return repeats.replay_line(ident, found)
 
     def _pending(self, found: CallRecord, seq: int, signature: str) -> InDoubt:
         """A PENDING row: in flight here or on a live replica (a re-sent call joins it, where joins are enabled),
@@ -245,7 +335,7 @@ class CallJournal:
         workflow = self._lineage.head
         unit.reserve(workflow, seq, name, stored, signature, key)
         self._running[(workflow, seq)] = signature
-        return Claimed(workflow, seq, name, signature)
+        return Claimed(workflow, seq, name, signature, key=key)
 
     def savepoint(self) -> tuple[Any, ...]:
         """What ``restore`` needs to undo the claims made from here on (before their unit commits)."""
@@ -278,7 +368,7 @@ class CallJournal:
         chosen = (exact or candidates)[0]
         self._awaiting.remove(chosen)
         claimed = chosen.claimed
-        return Claimed(claimed.workflow, claimed.seq, claimed.tool, claimed.signature, continued=True)
+        return claimed._replace(continued=True)
 
     @property
     def _where(self) -> str:

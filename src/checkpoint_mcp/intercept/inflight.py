@@ -10,6 +10,7 @@ import enum
 from typing import Any
 
 from checkpoint_mcp.intercept.calls import Claimed
+from checkpoint_mcp.intercept.settling import PendingProbe
 from checkpoint_mcp.wire import id_key
 
 
@@ -21,6 +22,8 @@ class Track(enum.Enum):
     INITIALIZE = "initialize"  # its result carries the server identity (handshake era)
     DISCOVER = "discover"  # its result carries the server identity (2026-07-28)
     TOOLS_LIST = "tools_list"  # its result carries the tools' annotations (--trust-annotations)
+    SETTLING = "settling"  # a tools/call that met an in-doubt call: waits for the probe of that call
+    PROBE = "probe"  # our own probe request (a policy's read-only tool); its answer never reaches the client
 
 
 TRACK_BY_METHOD = {
@@ -33,13 +36,14 @@ TRACK_BY_METHOD = {
 class InFlight:
     """A request from the client waiting for its response."""
 
-    __slots__ = ("cancelled", "claimed", "ident", "track")
+    __slots__ = ("cancelled", "claimed", "ident", "pending", "track")
 
     def __init__(self, track: Track, ident: Any, claimed: Claimed | None = None) -> None:
         self.track = track
         self.ident = ident
-        self.claimed = claimed  # for TOOL_CALL
+        self.claimed = claimed  # for TOOL_CALL and SETTLING
         self.cancelled = False
+        self.pending: PendingProbe | None = None  # for PROBE: the call waiting for its answer
 
 
 class InFlightTable(dict[tuple[str, Any], InFlight]):
@@ -61,7 +65,7 @@ class InFlightTable(dict[tuple[str, Any], InFlight]):
         entry = self.get(key) if key is not None else None
         if key is None or entry is None:
             return
-        if entry.track is Track.TOOL_CALL:
+        if entry.track in (Track.TOOL_CALL, Track.SETTLING):
             # Keep it: if the upstream still answers, the answer is journaled as usual.
             entry.cancelled = True
         else:

@@ -28,7 +28,7 @@ from checkpoint_mcp.errors import (
     Stopped,
     UpstreamExited,
 )
-from checkpoint_mcp.intercept.calls import CallJournal, Claimed
+from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import (
     batch_has_tool_call,
@@ -39,6 +39,8 @@ from checkpoint_mcp.intercept.messages import (
     valid_tools_call,
 )
 from checkpoint_mcp.intercept.results import PlainResults
+from checkpoint_mcp.intercept.settle import idempotency_key, unanswered, with_key_argument
+from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
 from checkpoint_mcp.wire import (
     Kind,
@@ -100,15 +102,18 @@ class Interceptor:
             calls = CallJournal(config, journal, lineage)
         self._calls = calls
         self._in_flight = InFlightTable()
-        self._results = PlainResults(config.server_name, config.server_version)
+        self._results = PlainResults(config.server_name, config.server_version, config.policy)
         self.fatal: str | None = None
-        """Set when the journal is gone for good (``JournalLost``): the relay must shut the proxy down."""
+        """Set when the journal is gone for good (``JournalLost``), or the upstream's tools/list shows that the tool
+        policy cannot be used: the relay must shut the proxy down."""
         self._unit = journal.unit() if journal is not None else None
         # Lines waiting for the unit's commit, per direction, in order; a client line carries the entry whose
         # PENDING row it waits for (None: it only waits behind one).
         self._held_up: list[tuple[bytes, InFlight | None]] = []
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
+        self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
+        self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
 
     @property
     def needs_flush(self) -> bool:
@@ -183,7 +188,7 @@ class Interceptor:
                 upward.append((line, None))
             return
         try:
-            entry = self._tool_call(message, out)
+            routed = self._tool_call(message, out, line)
         except JoinInFlight as join:
             refusal = error_line(message.id, join.refusal.to_error())
             out.joins.append(Join(line, refusal, join.workflow, join.seq))
@@ -193,7 +198,8 @@ class Interceptor:
             logger.error("journal read failed; refusing a call: %s", exc)
             out.to_client.append(error_line(message.id, self._write_failure(message, str(exc))))
             return
-        if entry is not None:
+        if routed is not None:
+            entry, line = routed
             reserved = entry.claimed is not None and not entry.claimed.continued
             upward.append((line, entry if reserved else None))
 
@@ -291,8 +297,9 @@ class Interceptor:
             return False
         return True
 
-    def _tool_call(self, message: Message, out: ClientBatch) -> InFlight | None:
-        """Route one tools/call request. Returns the entry to forward, or None if it was answered here.
+    def _tool_call(self, message: Message, out: ClientBatch, line: bytes) -> tuple[InFlight, bytes] | None:
+        """Route one tools/call request. Returns the entry and the line to forward (with the idempotency key its
+        policy asks for), or None if it was answered here.
 
         Raises:
             JournalError: the journal could not be read.
@@ -303,20 +310,107 @@ class Interceptor:
             if key in self._in_flight:
                 raise DuplicateRequestId(message.id)
             assert self._calls is not None
-            if self._config.trust_annotations and self._results.read_only.get(params["name"]):
+            name = params["name"]
+            hinted = self._results.read_only.get(name, False)
+            policy = self._config.policy
+            if (self._config.trust_annotations and hinted) or (
+                policy is not None and not policy.rule_for(name).journal
+            ):
                 entry = InFlight(Track.PLAIN, message.id)
             else:
                 assert self._unit is not None
-                claimed = self._calls.claim(message.id, params, self._unit)
+                claimed = self._calls.claim(message.id, params, self._unit, read_only=hinted)
                 if isinstance(claimed, bytes):
                     out.to_client.append(self._results.with_identity(claimed))
                     return None
+                if isinstance(claimed, Unsettled):
+                    return self._settle(message, line, params, claimed, out)
+                line = self._with_key(line, name, claimed)
                 entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
             out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
-        return entry
+        return entry, line
+
+    def _with_key(self, line: bytes, tool: str, claimed: Claimed) -> bytes:
+        """``line`` with the idempotency key its tool's policy asks for (the one edit a policy makes)."""
+        policy = self._config.policy
+        idempotency = policy.rule_for(tool).idempotency if policy is not None else None
+        if idempotency is None or idempotency.argument is None:
+            return line
+        key = idempotency_key(claimed.workflow, claimed.seq, claimed.key)
+        return with_key_argument(line, idempotency.argument, key)
+
+    # ---- in-doubt calls a policy settles (see settling.py) -----------------------------------------------
+
+    def _settle(
+        self, message: Message, line: bytes, params: dict[str, Any], unsettled: Unsettled, out: ClientBatch
+    ) -> tuple[InFlight, bytes] | None:
+        assert self._settler is not None
+        tool = unsettled.rule.probe.tool if unsettled.rule.probe is not None else None
+        policy = self._config.policy
+        read_only = tool is not None and policy is not None and policy.rule_for(tool).read_only
+        read_only = read_only or (tool is not None and self._results.read_only.get(tool, False))
+        step = self._settler.begin(message.id, line, params, unsettled, probe_read_only=read_only)
+        if isinstance(step, Answer):
+            out.to_client.append(step.line)
+            return None
+        if isinstance(step, Forward):
+            entry = InFlight(Track.TOOL_CALL, message.id, step.claimed)
+            self._in_flight[request_key(message.id)] = entry
+            return entry, step.line
+        self._in_flight[request_key(message.id)] = InFlight(Track.SETTLING, message.id, step.pending.claimed)
+        probe = InFlight(Track.PROBE, step.probe_id)
+        probe.pending = step.pending
+        self._in_flight[request_key(step.probe_id)] = probe
+        self._timers.append((step.probe_id, step.timeout))
+        return probe, step.line
+
+    def _probe_answer(self, entry: InFlight | None, message: Message, out: list[bytes]) -> bool:
+        """True when the response is a probe's: settled here, or dropped (it came after its timeout); never
+        forwarded."""
+        if entry is None or entry.track is not Track.PROBE:
+            return False
+        if entry.pending is None:
+            return True
+        for answer in self._probe_concluded(entry.pending, message.body):
+            self._emit_down(out, answer, waits=False)
+        return True
+
+    def take_timers(self) -> list[tuple[str, float]]:
+        """The probes sent since the last call, with their timeouts: the pump calls ``probe_expired`` after each."""
+        timers, self._timers = self._timers, []
+        return timers
+
+    def probe_expired(self, probe_id: str) -> list[bytes]:
+        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets)."""
+        key = request_key(probe_id)
+        probe = self._in_flight.get(key)
+        pending = probe.pending if probe is not None else None
+        if probe is None or pending is None:
+            return []
+        # A tombstone: the probe's late answer, if one comes, is dropped (see ``_probe_answer``).
+        probe.pending, probe.cancelled = None, True
+        return self._probe_concluded(pending, None, f"no answer within {pending.probe.timeout:g}s")
+
+    def _probe_concluded(self, pending: PendingProbe, response: dict[str, Any] | None, why: str = "") -> list[bytes]:
+        """Settle the call waiting for a probe; the lines for the client now (a forwarded call waits for flush)."""
+        assert self._settler is not None
+        waiting = self._in_flight.pop(request_key(pending.ident), None)
+        if waiting is None or waiting.cancelled:
+            # Nobody waits for this call any more: it must not be sent now, and what the probe said stays unused.
+            self._settler.conclude(pending, unanswered(pending.probe, pending.arguments, "the call was cancelled"))
+            return []
+        if response is None:
+            step = self._settler.conclude(pending, unanswered(pending.probe, pending.arguments, why))
+        else:
+            step = self._settler.answered(pending, response)
+        if isinstance(step, Forward):
+            self._in_flight[request_key(pending.ident)] = InFlight(Track.TOOL_CALL, pending.ident, step.claimed)
+            self._held_up.append((step.line, None))
+            return []
+        return [self._results.with_identity(step.line)]
 
     # ---- upstream -> client -------------------------------------------------------------------------------
 
@@ -351,6 +445,8 @@ class Interceptor:
             if message is not None and message.kind is Kind.RESPONSE:
                 response_key = id_key(message.id)
                 entry = self._in_flight.pop(response_key, None) if response_key is not None else None
+                if self._probe_answer(entry, message, out):
+                    continue
             if entry is None or message is None:
                 self._emit_down(out, line, waits=False)
             elif entry.claimed is not None:
@@ -359,6 +455,9 @@ class Interceptor:
             else:
                 plain_line = self._results.plain_result(entry, message, line)
                 self._emit_down(out, self._results.with_identity(plain_line), waits=False)
+                if self._results.policy_refused is not None and self.fatal is None:
+                    # Never run with a probe that might change something: stop, as for a lost journal.
+                    self.fatal = f"the tool policy is refused: {self._results.policy_refused}"
         return out
 
     def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
@@ -398,7 +497,8 @@ class Interceptor:
         """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
         out: list[bytes] = []
         for entry in self._in_flight.take_all():
-            out.extend(self._abandoned(entry, exit_status))
+            if entry.track is not Track.PROBE:  # the call waiting for a probe is answered itself
+                out.extend(self._abandoned(entry, exit_status))
         return out
 
     def stopped(self, why: str) -> list[bytes]:
@@ -408,7 +508,7 @@ class Interceptor:
             claimed = entry.claimed
             if claimed is not None and self._calls is not None:
                 self._calls.finished(claimed)
-            if not entry.cancelled:
+            if not entry.cancelled and entry.track is not Track.PROBE:
                 refusal = Stopped(
                     workflow=claimed.workflow if claimed else None,
                     seq=claimed.seq if claimed else None,
@@ -423,6 +523,9 @@ class Interceptor:
         broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
         key = id_key(ident)
         entry = self._in_flight.pop(key, None) if key is not None else None
+        if entry is not None and entry.track is Track.PROBE:
+            pending = entry.pending
+            return self._probe_concluded(pending, None, f"the probe got no answer: {reason}") if pending else []
         return self._abandoned(entry, reason) if entry is not None else []
 
     def _abandoned(self, entry: InFlight, reason: str) -> list[bytes]:

@@ -249,6 +249,12 @@ class UnitOfWork(ABC):
         """The row that counts for idempotency key ``key`` in ``lineage``, or None."""
 
     @abstractmethod
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        """The row of ``lineage`` with ``signature`` started at ``since`` or later, this unit's pending rows
+        included (a tool policy's repeat lookup). Among several: the newest COMPLETED one, else the newest
+        PENDING one, else the newest FAILED one, so that a call that completed once is never run again."""
+
+    @abstractmethod
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
@@ -407,6 +413,38 @@ class Journal(ABC):
 
         Raises:
             UsageError: there is no such call, or its state cannot be resolved that way.
+        """
+
+    @abstractmethod
+    def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
+        """Make the in-doubt call at ``seq`` this process's to settle (a tool policy's probe or idempotency key).
+
+        Where replicas share the journal the row is marked as this replica's, atomically: of two replicas that
+        try at once, one gets it; the other then sees it in flight. Elsewhere the owner's lock already makes it
+        ours. The caller must own the workflow's lineage (or be a replica).
+
+        Returns the row, or None when it is no longer PENDING, or is in flight on a live replica.
+        """
+
+    @abstractmethod
+    def settle(
+        self,
+        workflow: str,
+        seq: int,
+        action: ResolveAction,
+        outcome: str | None,
+        by: str,
+        evidence: str,
+        *,
+        keep_row: bool = False,
+    ) -> bool:
+        """Record, durably and audited, what a tool policy proved about the in-doubt call at ``seq``.
+
+        ``COMPLETED``: the row becomes COMPLETED with ``outcome``. ``RELEASED``: the row is deleted (the next call
+        there runs), or, with ``keep_row``, stays PENDING because the call is being sent again right now (its
+        answer completes the row). ``by`` names the policy's means (``probe list_outbox``, ``idempotency key``);
+        ``evidence`` is the JSON audit detail. Applies only to a PENDING row this process took
+        (``take_in_doubt``); returns False (and writes nothing) otherwise.
         """
 
     @abstractmethod

@@ -18,12 +18,13 @@ Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)
 
 from __future__ import annotations
 
+import json
 import os
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
@@ -37,6 +38,9 @@ PENDING_MARK_MAX: Final = 100
 SHORT_ARGUMENTS: Final = 80
 _SQLITE_APPLICATION_ID: Final = 0x43484B50
 _OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
+_EVENTS_SCHEMA: Final = 4  # the first schema with the events table (tool policies' audit records)
+REPEATS_FETCH: Final = 100
+"""At most this many caught repeats are read per branch for the brief."""
 _PG_APPLICATION: Final = "checkpoint-journal"
 _CONNECT_TIMEOUT_SECONDS: Final = 3
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
@@ -74,6 +78,25 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """An in-doubt call a tool policy settled by itself (a probe, or the upstream's idempotency key)."""
+
+    workflow: str
+    seq: int
+    tool: str | None
+    """None when the row is gone (released by a probe and not called again yet)."""
+    action: str
+    """``completed`` (it had run), or ``released`` (it had not, or it was sent again under its key)."""
+    by: str
+    """The means, as the audit record names it: ``probe list_outbox``, ``idempotency key``."""
+    at: str
+
+
+SETTLED_BY = "checkpoint (%"
+"""How the audit records of a tool policy's settlements begin (``resolved_by``); an operator's never do."""
+
+
+@dataclass(frozen=True)
 class Digest:
     """What a resumed agent must know about one workflow's side effects."""
 
@@ -91,6 +114,23 @@ class Digest:
     exact: bool = True
     """True when "since" was told by sequence from the save's mark; False when by the journal's clock."""
     owner: str | None = None
+    settled: tuple[Settled, ...] = ()
+    """In-doubt calls the tool policy settled by itself since the save, oldest first."""
+    repeats: tuple[Repeat, ...] = ()
+    """Repeats a tool policy caught since the save (journals of schema 4 on), oldest first."""
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A call the agent sent again, caught by a tool policy (an event of kind ``repeat``)."""
+
+    workflow: str
+    seq: int
+    """The original call's sequence."""
+    tool: str
+    action: str
+    """``replayed``, ``refused``, ``in_doubt``, ``in_flight`` or ``ran_again`` (see ``intercept/repeats.py``)."""
+    at: str
 
 
 def _short(arguments: str) -> str | None:
@@ -113,6 +153,8 @@ class JournalReader(ABC):
     """A journal opened read-only for digests; ``open_reader`` picks the database."""
 
     location: str
+    schema: int = _OLDEST_SCHEMA
+    """The journal's schema version, read at open."""
 
     @abstractmethod
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -208,7 +250,44 @@ class JournalReader(ABC):
             digest = self._since_mark(lineage, mark)
         else:
             digest = self._since_time(lineage, saved_at)
-        return self._with_owner(lineage, digest)
+        digest = replace(self._with_owner(lineage, digest), settled=self._settled(lineage, saved_at))
+        if self.schema < _EVENTS_SCHEMA:
+            return digest
+        return replace(digest, repeats=self._repeats(lineage, saved_at))
+
+    def _repeats(self, lineage: Lineage, saved_at: str) -> tuple[Repeat, ...]:
+        """The repeats caught since the save, on every branch of the lineage (``events_by_workflow`` index)."""
+        found: list[Repeat] = []
+        for branch in lineage.branches:
+            rows = self.rows(
+                f"SELECT seq, detail, at FROM events WHERE workflow_id = ? AND kind = 'repeat' AND at > ?"
+                f" ORDER BY id LIMIT {REPEATS_FETCH}",
+                (branch.workflow, saved_at),
+            )
+            for seq, detail, at in rows:
+                try:
+                    fields = json.loads(detail)
+                except ValueError:
+                    continue
+                tool, action = fields.get("tool"), fields.get("action")
+                found.append(Repeat(branch.workflow, int(seq), str(tool), str(action), at))
+        return tuple(sorted(found, key=lambda r: r.at))
+
+    def _settled(self, lineage: Lineage, saved_at: str) -> tuple[Settled, ...]:
+        """The settlements of in-doubt calls the tool policy made by itself after ``saved_at``."""
+        found: list[Settled] = []
+        for branch, start, limit in lineage.ranges():
+            where, params = _range(start, limit)
+            rows = self.rows(
+                "SELECT r.workflow_id, r.seq, c.tool, r.action, r.resolved_by, r.at FROM resolutions r"
+                " LEFT JOIN calls c ON c.workflow_id = r.workflow_id AND c.seq = r.seq"
+                f" WHERE r.workflow_id = ?{where.replace('seq', 'r.seq')} AND r.resolved_by LIKE ? AND r.at > ?"
+                " ORDER BY r.id",
+                (branch.workflow, *params, SETTLED_BY, saved_at),
+            )
+            for workflow, seq, tool, action, by, at in rows:
+                found.append(Settled(workflow, int(seq), tool, action, str(by)[len("checkpoint (") : -1], at))
+        return tuple(sorted(found, key=lambda s: s.at))
 
     def _still_valid(self, lineage: Lineage, mark: Mark) -> bool:
         """True when every row written since the save has a sequence above the mark."""
@@ -377,6 +456,7 @@ class _SqliteReader(JournalReader):
         if version > SCHEMA_VERSION:
             self._con.close()
             raise JournalUnavailable(f"journal {self.path} has schema {version}, newer than this Checkpoint reads")
+        self.schema = version
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -462,6 +542,7 @@ class _PostgresReader(JournalReader):
         if int(meta["schema_version"]) > SCHEMA_VERSION:
             self._conn.close()
             raise JournalUnavailable(f"journal {self.location} has a newer schema than this Checkpoint reads")
+        self.schema = int(meta["schema_version"])
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

@@ -31,6 +31,10 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.repeats import find_repeat
+from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.rows import record as _record
+from checkpoint_mcp.journal.settlements import Settlements
 
 SCHEMA_VERSION = 4
 """The newest schema: ``schema()`` has one step for each version up to it."""
@@ -128,11 +132,6 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
     }
 
 
-COLUMNS = (
-    "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key, replica_id"
-)
-
-
 class Cursor(Protocol):
     """What both drivers' cursors offer."""
 
@@ -142,22 +141,6 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
-
-
-def _record(row: Sequence[Any]) -> CallRecord:
-    return CallRecord(
-        workflow=row[0],
-        seq=int(row[1]),
-        tool=row[2],
-        arguments=row[3],
-        signature=row[4],
-        state=CallState(row[5]),
-        outcome=row[6],
-        started_at=row[7],
-        finished_at=row[8],
-        key=row[9],
-        replica=row[10],
-    )
 
 
 _INSERT_CALL = (
@@ -247,6 +230,9 @@ class _SqlUnit(UnitOfWork):
                 return _record(row)
         return None
 
+    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+        return find_repeat(self._one, COLUMNS, _record, self._rows.values(), lineage, signature, since)
+
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
     ) -> None:
@@ -301,7 +287,7 @@ class _SqlUnit(UnitOfWork):
         self._j.write(groups, durable=not relaxed or any(group[0] is not FINISH_CALL for group in groups))
 
 
-class SqlJournal(Journal):
+class SqlJournal(Settlements, Journal):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
 
     @abstractmethod

@@ -88,6 +88,14 @@ class Relay:
         self._write_client(routed.to_client)
         self._schedule_flush()
         self._check_fatal()
+        loop = asyncio.get_running_loop()
+        for probe_id, delay in self._interceptor.take_timers():
+            loop.call_later(delay, self._probe_expired, probe_id)
+
+    def _probe_expired(self, probe_id: str) -> None:
+        """A tool policy's probe got no answer in time: its call stays in doubt (if it is still waiting)."""
+        self._write_client(self._interceptor.probe_expired(probe_id))
+        self._after_answers()
 
     def _write_upstream(self, lines: list[bytes]) -> None:
         if lines:

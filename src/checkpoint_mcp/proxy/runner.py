@@ -51,8 +51,8 @@ def run_proxy(config: ProxyConfig) -> int:
             stack.callback(journal.acquire(root).release)
             lineage = journal.lineage(root)
             logger.info("journal %s, workflow %r (writing to %r)", journal.location, root, lineage.head)
-        elif config.workflow_id is not None or config.replay_from_start:
-            logger.warning("--workflow-id and --replay-from-start have no effect without --journal")
+        elif config.workflow_id is not None or config.replay_from_start or config.policy is not None:
+            logger.warning("--workflow-id, --replay-from-start and --policy have no effect without --journal")
         upstream = _upstream(config)
         from checkpoint_mcp.intercept.traced import traced
         from checkpoint_mcp.proxy.relay import Relay

@@ -6,7 +6,9 @@ It comes after "Since this checkpoint", only when there is something to say, in 
   commands and a plain instruction not to redo it before it is resolved;
 * **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
   repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
-  live proxy is still waiting for are named too;
+  live proxy is still waiting for are named too, and so are calls sent again that a tool policy caught;
+* **Settled automatically**: in-doubt calls the tool policy settled by itself (a probe that showed whether the
+  call had run, or the upstream's idempotency key), and how;
 * one line counting what was done before the save.
 
 The section has its own budget, ``EFFECTS_MAX_CHARS``, inside the brief's cap: the oldest calls done since go
@@ -20,9 +22,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.journal.base import CallState
-from checkpoint_mcp.journal.digest import Call
+from checkpoint_mcp.journal.digest import Call, Repeat
 from checkpoint_mcp.journal.report import operator_commands
-from checkpoint_mcp.session.journals import WorkflowDigest
+from checkpoint_mcp.session.journals import WorkflowDigest, settled_how
 from checkpoint_mcp.session.render import code
 
 EFFECTS_MAX_CHARS: Final = 4_000
@@ -103,6 +105,29 @@ def _tools(counts: dict[str, int]) -> str:
     return ", ".join(f"{tool} ×{count:,}" for tool, count in ranked)
 
 
+_REPEAT_WORDS: Final = {
+    "replayed": "answered with the first result",
+    "refused": "refused",
+    "in_doubt": "refused, the first is in doubt",
+    "in_flight": "refused, the first was still running",
+    "ran_again": "run again, the first had failed",
+}
+
+
+def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
+    """One line per call the agent sent again and the tool policy caught (counted, newest action)."""
+    counted: dict[tuple[str, int, str], list[str]] = {}
+    for repeat in repeats:
+        counted.setdefault((repeat.workflow, repeat.seq, repeat.tool), []).append(repeat.action)
+    lines = []
+    for (_, seq, tool), actions in counted.items():
+        words = _REPEAT_WORDS.get(actions[-1], actions[-1])
+        once = "" if actions[-1] == "ran_again" else "; it ran once, do not send it again"
+        caught = f"was sent again {len(actions)}× and caught by the tool policy ({words})"
+        lines.append(f"- #{seq} {code(tool)} {caught}{once}{suffix}")
+    return lines
+
+
 def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> str:
     """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say."""
     readable = [(item.journal, item.digest) for item in found if item.digest is not None]
@@ -111,12 +136,16 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
     flying: list[str] = []
     done: list[tuple[str, int, str]] = []  # (line, calls in it, tool), newest last across workflows
     before: list[str] = []
+    settled: list[str] = []
     omitted: dict[str, int] = {}
     commands: list[str] = []
     for journal, digest in readable:
         assert digest is not None
         suffix = f" (workflow {code(journal.workflow)})" if several else ""
         doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt]
+        settled += [
+            f"- #{s.seq} {code(s.tool or '?')} — {settled_how(s)}, {_when(s.at)}{suffix}" for s in digest.settled
+        ]
         if digest.in_flight:
             calls = ", ".join(f"#{c.seq} {code(c.tool)}" for c in digest.in_flight)
             flying.append(
@@ -124,6 +153,7 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
                 f"{calls}{suffix}"
             )
         done += [(group.line(suffix), len(group.calls), group.calls[0].tool) for group in _groups(digest.done)]
+        flying += _repeats(digest.repeats, suffix)
         unread = digest.done_total - len(digest.done)
         if unread > 0:
             fetched = {c.tool: 0 for c in digest.done}
@@ -136,11 +166,19 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
         if (digest.in_doubt or digest.in_flight or digest.done_total) and any(digest.before.values()):
             counted = f"{digest.before.get('completed', 0):,} completed, {digest.before.get('failed', 0):,} failed"
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
-        if digest.in_doubt or digest.in_flight or digest.done_total:
+        if digest.in_doubt or digest.in_flight or digest.done_total or digest.settled:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
-    if not doubt and not flying and not done and not omitted:
+    if not doubt and not flying and not done and not omitted and not settled:
         return ""
-    return _fit(doubt, flying, done, omitted, before, commands, limit)
+    return _fit(doubt, flying, done, omitted, _Tail(tuple(settled), tuple(before)), commands, limit)
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The section's last lines, never cut: the calls settled automatically, and what was done before the save."""
+
+    settled: tuple[str, ...]
+    before: tuple[str, ...]
 
 
 def _render(
@@ -149,7 +187,7 @@ def _render(
     flying: Sequence[str],
     done: Sequence[tuple[str, int, str]],
     omitted: dict[str, int],
-    before: Sequence[str],
+    tail: _Tail,
     note: str,
 ) -> str:
     lines = [TITLE]
@@ -170,8 +208,11 @@ def _render(
             lines.append(f"- … {total:,} earlier call(s) not shown: {_tools(omitted)}")
         lines += [line for line, _, _ in done]
         lines += flying
-    if before:
-        lines.append(f"Before the checkpoint: {'; '.join(before)}.")
+    if tail.settled:
+        lines.append("### Settled automatically by the tool policy (no operator step): do not redo them")
+        lines += tail.settled
+    if tail.before:
+        lines.append(f"Before the checkpoint: {'; '.join(tail.before)}.")
     if note:
         lines.append(note)
     return "\n".join(lines)
@@ -182,12 +223,12 @@ def _fit(
     flying: list[str],
     done: list[tuple[str, int, str]],
     omitted: dict[str, int],
-    before: list[str],
+    tail: _Tail,
     commands: list[str],
     limit: int,
 ) -> str:
     """Drop the oldest calls done since, then in-doubt calls beyond the first, until the section fits."""
-    text = _render(doubt, 0, flying, done, omitted, before, "")
+    text = _render(doubt, 0, flying, done, omitted, tail, "")
     if len(text) <= limit and not omitted:
         return text
     shown_doubt = list(doubt)
@@ -211,7 +252,7 @@ def _fit(
     steps = ((kept, DONE_KEPT), (shown_doubt, DOUBT_KEPT), (kept, 0), (shown_doubt, 1))
     for items, floor in steps:
         while True:
-            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, before, note())
+            text = _render(shown_doubt, len(doubt) - len(shown_doubt), flying, kept, hidden, tail, note())
             if len(text) <= limit:
                 return text
             if len(items) <= floor:

@@ -26,7 +26,7 @@ from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.session.model import JournalPosition
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.journal.digest import Digest, JournalReader
+    from checkpoint_mcp.journal.digest import Digest, JournalReader, Settled
 
 JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
 WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
@@ -277,6 +277,22 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                 },
                 "before": digest.before,
                 "liveOwner": digest.owner,
+                "settledAutomatically": [
+                    {
+                        "workflow": s.workflow,
+                        "seq": s.seq,
+                        "tool": s.tool,
+                        "action": s.action,
+                        "by": s.by,
+                        "at": s.at,
+                        "how": settled_how(s),
+                    }
+                    for s in digest.settled
+                ],
+                "repeatsCaught": [
+                    {"workflow": r.workflow, "seq": r.seq, "tool": r.tool, "action": r.action, "at": r.at}
+                    for r in digest.repeats
+                ],
             }
         out.append(entry)
     return out
@@ -300,3 +316,16 @@ def _marked(source: Any) -> dict[str, Any]:
     from checkpoint_mcp.journal.digest import Mark
 
     return {f.name: getattr(source, f.name) for f in fields(Mark)}
+
+
+def settled_how(settled: Settled) -> str:
+    """How a tool policy settled an in-doubt call, in words for a resumed agent."""
+    if settled.by.startswith("probe "):
+        probe = settled.by.removeprefix("probe ")
+        if settled.action == "completed":
+            return (
+                f"it had run (the read-only tool {probe} showed it): recorded as completed and not run again; "
+                "its own result was never received"
+            )
+        return f"it had not run (the read-only tool {probe} showed it): released, and run when called again"
+    return "sent again under its idempotency key, so the upstream runs it at most once"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from checkpoint_mcp.errors import CheckpointError, JournalError, UsageError, WorkflowOwned
+from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import operations
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.ui import pages, views
@@ -40,6 +40,9 @@ from checkpoint_mcp.ui.security import (
 from checkpoint_mcp.ui.timeline import timeline_svg
 
 T = TypeVar("T")
+
+SettleAction = Callable[[str, int, bool], Awaitable[str]]
+"""Settles one in-doubt call by the tool policy: (workflow, seq, dry_run) -> what was decided, in words."""
 
 EFFECTS = {
     "completed": "replays now return the recorded result",
@@ -107,6 +110,7 @@ def _page(request: Request, version: str | None) -> pages.Page:
         call_base=request.url_for("call").path,
         resolve=request.url_for("resolve").path,
         version=request.url_for("version").path,
+        settle=request.url_for("settle").path if request.app.state.settle is not None else None,
     )
     return pages.Page(links, request.state.nonce, version, request.app.state.shown_location)
 
@@ -203,6 +207,29 @@ async def resolve(request: Request) -> Response:
     return RedirectResponse(target.path + "?" + target.query, status_code=303)
 
 
+async def settle_call(request: Request) -> Response:
+    """POST from an in-doubt call's page: settle it by the tool policy's probe or idempotency key, as
+    `checkpoint journal reconcile` does (refused while a live proxy owns the workflow); the page says what."""
+    form = await request.form()
+    if not csrf_valid(request, _secret(request), form.get(CSRF_FIELD)):
+        return PlainTextResponse("403 Forbidden: missing or wrong CSRF token (reload the page)\n", status_code=403)
+    action: SettleAction | None = request.app.state.settle
+    workflow_id = str(form.get("workflow", ""))
+    shown_from = str(form.get("from") or workflow_id)
+    try:
+        seq = _seq(str(form.get("seq", "")))
+        if action is None:
+            raise UsageError("these pages were started without --policy and an upstream: they cannot settle calls")
+        said = await action(workflow_id, seq, form.get("dry_run") == "yes")
+        version, view = await _access(request).run(lambda j: (j.version(), views.call_view(j, shown_from, seq)))
+    except (UsageError, WorkflowOwned, UpstreamError) as exc:
+        return await _refused(request, shown_from, form.get("seq"), exc, {})
+    except JournalError as exc:
+        return _failure(request, exc)
+    page = pages.call_page(_page(request, version), view, csrf_token(request, _secret(request)), notice=said)
+    return HTMLResponse(page)
+
+
 async def _refused(
     request: Request, shown_from: str, seq: object, exc: CheckpointError, typed: dict[str, str]
 ) -> Response:
@@ -236,6 +263,7 @@ def create_app(
     allowed_hosts: Sequence[str] = LOOPBACK_NAMES,
     shown_location: str | None = None,
     audit_key: bytes | None = None,
+    settle: SettleAction | None = None,
 ) -> Starlette:
     """The operator's pages for the journal at ``location``.
 
@@ -243,6 +271,8 @@ def create_app(
     mounts this one authenticates requests itself. ``allowed_hosts``: the Host names answered (``"*"``: any).
     ``shown_location``: the journal as the pages name it (default: ``location``; give one without credentials).
     ``audit_key``: authenticates the hash chain links that resolutions made here add (``--audit-key-env``).
+    ``settle``: settles an in-doubt call by the tool policy (``proxy.reconcile.settle_action``); None: the pages
+    offer only the resolve forms.
     """
     access = JournalAccess(location, audit_key)
 
@@ -260,10 +290,12 @@ def create_app(
         Route("/workflow", workflow, name="workflow"),
         Route("/call", call, name="call"),
         Route("/resolve", resolve, methods=["POST"], name="resolve"),
+        Route("/settle", settle_call, methods=["POST"], name="settle"),
         Route("/version", version, name="version"),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.access = access
+    app.state.settle = settle
     app.state.csrf_secret = secrets.token_bytes(32)
     app.state.shown_location = shown_location or _masked(location)
     return app

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
+from checkpoint_mcp.journal.notes import PolicyNote, note_text
 from checkpoint_mcp.journal.report import duration_text, lineage_text, short_arguments
 from checkpoint_mcp.ui.views import CallView, Overview, Timeline, in_doubt
 
@@ -69,6 +70,7 @@ class Links(NamedTuple):
     call_base: str
     resolve: str
     version: str
+    settle: str | None = None  # None: the pages were started without a tool policy and an upstream
 
     def workflow(self, workflow: str, start: int | None = None) -> str:
         """The page of ``workflow`` (its calls from sequence ``start`` on, if given)."""
@@ -170,6 +172,10 @@ def workflows_page(page: Page, overview: Overview) -> str:
     return layout(page, "Workflows", "".join(parts))
 
 
+def _note_item(note: PolicyNote) -> str:
+    return f"<li>{escape(note_text(note))}</li>"
+
+
 def _resolution_text(resolution: Resolution) -> str:
     return (
         f"#{resolution.seq} resolved as <b>{escape(resolution.action.value)}</b> (was "
@@ -224,6 +230,8 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "")
         if timeline.resolutions
         else ""
     )
+    if timeline.notes:
+        audit += '<h2>Tool policy</h2><ul class="notes">' + "".join(_note_item(n) for n in timeline.notes) + "</ul>"
     flash = f'<div class="ok" role="status">{escape(notice)}</div>' if notice else ""
     body = (
         f"<h1>Workflow <code>{escape(s.workflow)}</code></h1>{flash}<dl>{''.join(facts)}</dl>"
@@ -252,6 +260,14 @@ def _forms(page: Page, view: CallView, csrf: str, filled: dict[str, str]) -> str
     record = view.record
     base = {"csrf": csrf, "workflow": record.workflow, "seq": record.seq, "from": view.summary.workflow}
     forms = []
+    if page.links.settle is not None and record.state is CallState.PENDING:
+        forms.append(
+            f'<form class="resolve" id="settle" method="post" action="{escape(page.links.settle)}">'
+            f"{_hidden(base)}<b>Settle it by the tool policy.</b> Ask the tool's probe whether it ran, or send it "
+            "again under its idempotency key, as the proxy would (nothing is guessed: what cannot be proven stays "
+            'in doubt).<br><label><input type="checkbox" name="dry_run" value="yes"> Dry run: ask the probe, '
+            "change nothing</label><br><button>Settle</button></form>"
+        )
     if "completed" in view.resolvable:
         forms.append(
             f'<form class="resolve" id="resolve-completed" method="post" action="{escape(page.links.resolve)}">'
@@ -329,6 +345,8 @@ def call_page(
         if view.resolutions
         else '<p class="muted">No operator has resolved this call.</p>'
     )
+    if view.notes:
+        parts.append('<ul class="notes">' + "".join(_note_item(n) for n in view.notes) + "</ul>")
     parts.append("<h2>Resolve</h2>")
     if record.state is CallState.PENDING and not view.owner_live:
         parts.append(

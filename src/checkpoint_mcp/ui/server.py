@@ -11,11 +11,14 @@ import os
 import socket
 import sys
 import webbrowser
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.listen import is_loopback, parse_listen
 from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.ui.app import SettleAction
 
 DEFAULT_LISTEN = "127.0.0.1:0"
 
@@ -48,6 +51,7 @@ def serve_ui(
     open_browser: bool = False,
     token_env: str | None = None,
     audit_key: bytes | None = None,
+    settle: SettleAction | None = None,
     out: IO[str] = sys.stdout,
 ) -> None:
     """Serve the pages of the journal at ``location`` until interrupted; print the URL to ``out`` first.
@@ -74,7 +78,7 @@ def serve_ui(
     else:
         token = new_token()
     allowed = (*LOOPBACK_NAMES, host) if loopback else ("*",)
-    app = create_app(location, token=token, allowed_hosts=allowed, audit_key=audit_key)
+    app = create_app(location, token=token, allowed_hosts=allowed, audit_key=audit_key, settle=settle)
     app.state.access.check()  # fail now, before printing a URL, if the journal cannot be opened
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
@@ -89,5 +93,8 @@ def serve_ui(
         print(f"Checkpoint journal UI for {app.state.shown_location}: {hint}", file=out, flush=True)
     if open_browser:
         webbrowser.open(url)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", server_header=False)
+    # The standard event loop: the settle action runs the upstream as a child, whose pipes need its transports.
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", server_header=False, loop="asyncio"
+    )
     uvicorn.Server(config).run(sockets=[sock])

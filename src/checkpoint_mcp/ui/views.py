@@ -14,6 +14,7 @@ from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import operations
 from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, Resolution, WorkflowSummary
+from checkpoint_mcp.journal.notes import PolicyNote, policy_notes
 
 
 class TreeRow(NamedTuple):
@@ -59,6 +60,7 @@ class Timeline(NamedTuple):
     total: int = 0  # calls in all, inherited ones included
     earlier: int | None = None  # the first sequence of the window before this one, if any
     later: int | None = None  # the first sequence of the window after this one, if any
+    notes: tuple[PolicyNote, ...] = ()  # what the tool policy did of note (repeats caught)
 
 
 class Divergence(NamedTuple):
@@ -78,6 +80,7 @@ class CallView(NamedTuple):
     resolutions: list[Resolution]
     divergences: list[Divergence]
     owner_live: bool
+    notes: tuple[PolicyNote, ...] = ()  # the tool policy's records about this call (repeats of it caught)
 
     @property
     def resolvable(self) -> tuple[str, ...]:
@@ -176,7 +179,8 @@ def timeline(journal: Journal, workflow: str, start: int | None = None, size: in
     shown = rows[first : first + size]
     earlier = rows[max(0, first - size)].record.seq if first > 0 else None
     later = rows[first + size].record.seq if first + size < len(rows) else None
-    return Timeline(summary, shown, resolutions, forks, len(rows), earlier, later)
+    notes = tuple(policy_notes(journal.links(workflow)))
+    return Timeline(summary, shown, resolutions, forks, len(rows), earlier, later, notes)
 
 
 def _counting_at(journal: Journal, summary: WorkflowSummary, seq: int) -> CallRecord | None:
@@ -228,4 +232,6 @@ def call_view(journal: Journal, workflow: str, seq: int) -> CallView:
             if came is not None and came.workflow == branch.workflow:
                 divergences.append(divergence(record, came))
     trail = [r for r in journal.resolutions(record.workflow) if r.seq == seq]
-    return CallView(summary, record, record.workflow != workflow, trail, divergences, summary.owner is not None)
+    notes = tuple(n for n in policy_notes(journal.links(record.workflow)) if n.seq == seq)
+    owner_live = summary.owner is not None
+    return CallView(summary, record, record.workflow != workflow, trail, divergences, owner_live, notes)

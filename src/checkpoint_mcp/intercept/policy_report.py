@@ -1,0 +1,130 @@
+"""What `checkpoint policy check` prints: the effective rule of every tool of a ``tools/list``. Pure; no I/O."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.intercept.policy import Policy, ToolRule
+
+
+def tools_from_json(text: str) -> list[dict[str, Any]]:
+    """The tools of a ``tools/list`` answer given as JSON: the whole response, its ``result``, or the array.
+
+    Raises:
+        UsageError: the text is not JSON, or holds no tools array.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"the tools/list result on stdin is not JSON: {exc}") from exc
+    if isinstance(value, dict) and isinstance(value.get("result"), dict):
+        value = value["result"]
+    if isinstance(value, dict):
+        value = value.get("tools")
+    if not isinstance(value, list):
+        raise UsageError('stdin must hold a tools/list result: {"tools": [...]}, the whole response, or the array')
+    return [tool for tool in value if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+
+
+def read_only_hint(tool: Mapping[str, Any]) -> bool:
+    """Whether the upstream marks ``tool`` ``readOnlyHint: true``."""
+    annotations = tool.get("annotations")
+    return isinstance(annotations, Mapping) and annotations.get("readOnlyHint") is True
+
+
+def effective_rules(
+    policy: Policy, tools: Iterable[Mapping[str, Any]], trust_annotations: bool
+) -> list[dict[str, Any]]:
+    """One entry per tool: what the proxy does with its calls under ``policy``."""
+    rows: list[dict[str, Any]] = []
+    for tool in tools:
+        name = str(tool["name"])
+        rule = policy.rule_for(name)
+        hinted = read_only_hint(tool)
+        rows.append(_row(name, rule, hinted, trust_annotations))
+    return rows
+
+
+def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> dict[str, Any]:
+    journaled = rule.journal and not (trust_annotations and hinted)
+    if not rule.journal:
+        journal_why = "journal = false"
+    elif not journaled:
+        journal_why = "readOnlyHint and --trust-annotations"
+    else:
+        journal_why = "journaled"
+    if not journaled:
+        repeat = "never a repeat (not journaled)"
+    elif rule.read_only:
+        repeat = "never a repeat (read_only = true)"
+    elif hinted:
+        repeat = "never a repeat (readOnlyHint)"
+    else:
+        repeat = f"repeat {rule.repeat.value}"
+    row: dict[str, Any] = {
+        "tool": name,
+        "rule": rule.source,
+        "journal": journaled,
+        "journalReason": journal_why,
+        "readOnly": rule.read_only or hinted,
+        "repeat": repeat,
+        # None: the call is never looked up as a repeat.
+        "windowSeconds": rule.window_seconds if journaled and rule.catches_repeats and not hinted else None,
+        "probe": None,
+        "idempotency": None,
+    }
+    if rule.probe is not None and journaled:
+        probe = rule.probe
+        row["probe"] = {
+            "tool": probe.tool,
+            "arguments": dict(probe.arguments),
+            "happenedIf": probe.happened_if.describe() if probe.happened_if else None,
+            "notHappenedIf": probe.not_happened_if.describe() if probe.not_happened_if else None,
+            "timeoutSeconds": probe.timeout,
+        }
+    if rule.idempotency is not None and journaled:
+        kind = "argument" if rule.idempotency.argument is not None else "header"
+        row["idempotency"] = {kind: rule.idempotency.argument or rule.idempotency.header}
+    return row
+
+
+def render_rules(rows: list[dict[str, Any]]) -> str:
+    """The rules as an aligned table, one tool a line, then each probe and key on its own line."""
+    if not rows:
+        return "(the upstream lists no tools)"
+    width = max(len(row["tool"]) for row in rows)
+    lines: list[str] = []
+    for row in rows:
+        journal = "journaled" if row["journal"] else f"not journaled ({row['journalReason']})"
+        repeat = row["repeat"]
+        if row["windowSeconds"] is not None:
+            repeat += f" within {format_seconds(row['windowSeconds'])}"
+        lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
+        if row["probe"] is not None:
+            probe = row["probe"]
+            tests = "; ".join(
+                f"{label} {probe[key]}"
+                for label, key in (("happened if", "happenedIf"), ("not if", "notHappenedIf"))
+                if probe[key]
+            )
+            lines.append(f"{'':<{width}}  probe {probe['tool']}({_arguments(probe['arguments'])}): {tests}")
+        if row["idempotency"] is not None:
+            ((kind, target),) = row["idempotency"].items()
+            lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
+    return "\n".join(lines)
+
+
+def format_seconds(seconds: float) -> str:
+    """``86400`` as ``24h``, ``604800`` as ``7d``, ``90`` as ``90s``: the largest unit that divides it (days
+    from two on, so a day reads ``24h`` as it is usually written)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit == "d" else 1) and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _arguments(arguments: Mapping[str, str]) -> str:
+    return ", ".join(f"{name}={pointer}" for name, pointer in arguments.items())

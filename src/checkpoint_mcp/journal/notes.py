@@ -1,0 +1,78 @@
+"""The tool policies' audit records among a workflow's events, as the operator's views show them. Pure.
+
+A tool policy records what it did of note on the journal's hash chain (``events``, schema v4): a repeat caught
+by its content is an event of kind ``repeat`` on the original call's workflow and sequence, whose detail says
+what was done. `checkpoint journal show`, the operator's pages and the resume brief list them; `export` carries
+them as links.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Final, NamedTuple
+
+from checkpoint_mcp.journal.chain import Link
+
+NOTED_KINDS: Final = frozenset({"repeat"})
+"""Event kinds the views list as policy notes."""
+
+_ACTIONS: Final = {
+    "replayed": "answered with its result (replayed)",
+    "refused": "refused (-32089)",
+    "in_doubt": "refused: the original is in doubt",
+    "in_flight": "refused: the original was still in flight",
+    "ran_again": "ran again: the original had failed",
+}
+
+
+class PolicyNote(NamedTuple):
+    """One audit record of a tool policy."""
+
+    workflow: str
+    seq: int | None  # the original call's sequence
+    kind: str
+    at: str
+    detail: dict[str, Any]
+
+    @property
+    def tool(self) -> str:
+        """The tool the record is about."""
+        return str(self.detail.get("tool", "?"))
+
+
+def policy_notes(links: Iterable[Link]) -> list[PolicyNote]:
+    """The policy notes among a workflow's chain links, oldest first."""
+    notes: list[PolicyNote] = []
+    for link in links:
+        if link.kind in NOTED_KINDS:
+            try:
+                detail = json.loads(link.detail)
+            except ValueError:
+                detail = {}
+            notes.append(
+                PolicyNote(link.workflow, link.seq, link.kind, link.at, detail if isinstance(detail, dict) else {})
+            )
+    return notes
+
+
+def note_text(note: PolicyNote) -> str:
+    """``repeat of #1 (send_email) at …: refused (-32089) [tools.send_email, window 24h]``."""
+    action = str(note.detail.get("action", ""))
+    what = _ACTIONS.get(action, action)
+    rule = note.detail.get("rule")
+    window = note.detail.get("window")
+    where = f" [{rule}, window {window}]" if rule else ""
+    return f"{note.kind} of #{note.seq} ({note.tool}) at {note.at}: {what}{where}"
+
+
+def note_json(note: PolicyNote) -> dict[str, Any]:
+    """One policy note for `show --json` and the brief's structured content."""
+    return {"type": note.kind, "workflow": note.workflow, "seq": note.seq, "at": note.at, **note.detail}
+
+
+def with_notes(text: str, notes: list[PolicyNote]) -> str:
+    """``text`` (a `journal show` view) followed by the policy notes, if any."""
+    if not notes:
+        return text
+    return text + "\n\nTool policy:\n" + "\n".join(f"  {note_text(note)}" for note in notes)

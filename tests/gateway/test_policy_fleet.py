@@ -4,6 +4,7 @@ its content whichever replica each call reaches."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -66,3 +67,37 @@ def test_a_repeat_of_a_call_running_on_the_other_replica_joins_it(pg_url: str, t
     assert joined["result"]["content"] == first["result"]["content"]
     assert joined["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
     assert done_count(effects, "slow") == 1
+
+
+def fire(barrier: threading.Barrier, replica: GatewayProcess, ident: int, tool: str, arguments: Any) -> Any:
+    barrier.wait(timeout=DEFAULT_TIMEOUT)
+    return call(replica, ident, tool, arguments)
+
+
+def test_the_same_new_call_sent_to_both_replicas_at_once_runs_once(pg_url: str, tmp_path: Path) -> None:
+    """Neither replica has committed its PENDING row when the other looks the call up: the lookup and the
+    reservation are serialized per (workflow, signature) in the database, so the second sees the first's row."""
+    rounds = 20
+    effects = tmp_path / "effects.jsonl"
+    policy = '[tools.send_email]\nrepeat = "replay"\n[tools.send_quiet]\nrepeat = "refuse"\n'
+    answers: list[list[Any]] = []
+    with fleet(pg_url, tmp_path, policy) as replicas, concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for n in range(rounds):
+            tool = "send_email" if n % 2 == 0 else "send_quiet"
+            arguments = {"to": f"bob{n}@example.com", "subject": f"Invoice {n}"}
+            barrier = threading.Barrier(2)
+
+            futures = [
+                pool.submit(fire, barrier, replica, 2 * n + i, tool, arguments) for i, replica in enumerate(replicas)
+            ]
+            answers.append([future.result(timeout=DEFAULT_TIMEOUT) for future in futures])
+    done = [e for e in read_effects(effects) if e["event"] == "done"]
+    for n in range(rounds):
+        ran = [e for e in done if e["arguments"]["subject"] == f"Invoice {n}"]
+        assert len(ran) == 1, f"round {n}: the upstream ran the call {len(ran)} times: {answers[n]}"
+        if n % 2 == 0:  # replay: both answers carry the one result
+            texts = [a["result"]["content"] for a in answers[n]]
+            assert texts[0] == texts[1], answers[n]
+        else:  # refuse: one ran, the other was refused as a repeat (or joined the run in flight)
+            assert any("result" in a for a in answers[n]), answers[n]
+    assert {r.state for r in journal_calls(pg_url, WORKFLOW)} == {CallState.COMPLETED}

@@ -1,8 +1,10 @@
 """The repeat lookup (``UnitOfWork.read_signature``) on both databases: the window's exact edge, which row
-decides among several, the unit's own pending rows, and a forked lineage's ranges."""
+decides among several, the unit's own pending rows, a forked lineage's ranges; and the lookup with the
+reservation as one serialized transaction (``Journal.reserve_unless_repeat``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,3 +84,55 @@ def test_a_branch_sees_its_parents_calls_below_the_fork_only(store: Journal) -> 
     assert unit.read_signature(branch, "early", "") is not None
     assert unit.read_signature(branch, "late", "") is None  # the parent's #2 is not the branch's history
     assert unit.read_signature(lineage, "late", "") is not None
+
+
+def test_reserve_unless_repeat_reserves_a_new_call_and_then_finds_it(store: Journal) -> None:
+    lineage = store.lineage("wf")
+    assert store.reserve_unless_repeat(lineage, "", 1, "send", "{}", "sig") == (None, True)
+    found, reserved = store.reserve_unless_repeat(lineage, "", 2, "send", "{}", "sig")
+    assert not reserved
+    assert found is not None
+    assert (found.seq, found.state) == (1, CallState.PENDING)
+    unit = store.unit()
+    unit.finish("wf", 1, CallState.FAILED, "{}")
+    unit.commit()
+    found, reserved = store.reserve_unless_repeat(lineage, "", 2, "send", "{}", "sig")  # failed: runs again
+    assert reserved
+    assert found is not None
+    assert found.state is CallState.FAILED
+    assert [(r.seq, r.state) for r in store.calls("wf")] == [(1, CallState.FAILED), (2, CallState.PENDING)]
+    assert [link.kind for link in store.links("wf")].count("reserved") == 2
+
+
+def race(
+    barrier: threading.Barrier, outcomes: list[bool], journal: Journal, lineage: Any, seq: int, signature: str
+) -> None:
+    barrier.wait(timeout=10)
+    outcomes.append(journal.reserve_unless_repeat(lineage, "", seq, "send", "{}", signature)[1])
+
+
+def test_two_connections_racing_to_reserve_one_signature_reserve_it_once(
+    store: Journal, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each journal has its own connection, as two replicas do: the lookup and the insert are one serialized
+    transaction, so of two at the same moment exactly one reserves and the other finds its row."""
+    postgres = store.location.startswith("postgres")
+    other = open_journal(str(request.getfixturevalue("pg_url")) if postgres else str(tmp_path / "j.db"))
+    lineage = store.lineage("wf")
+    try:
+        for n in range(20):
+            barrier = threading.Barrier(2)
+            outcomes: list[bool] = []
+
+            threads = [
+                threading.Thread(target=race, args=(barrier, outcomes, j, lineage, 2 * n + i + 1, f"sig{n}"))
+                for i, j in enumerate((store, other))
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=30)
+            assert sorted(outcomes) == [False, True], n
+    finally:
+        other.close()
+    assert len(store.calls("wf")) == 20

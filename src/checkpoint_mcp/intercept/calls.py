@@ -9,6 +9,7 @@ answer it from the journal (replay), or refuse it (divergence, in doubt, collect
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import timedelta
@@ -23,9 +24,12 @@ from checkpoint_mcp.errors import (
     InDoubt,
     InvalidCallParams,
     JoinInFlight,
+    JournalError,
+    JournalWriteFailed,
     StillInFlight,
 )
 from checkpoint_mcp.intercept import repeats
+from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
@@ -68,6 +72,7 @@ class Claimed(NamedTuple):
     signature: str
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
     key: str | None = None  # the agent's own key (``_meta.checkpoint_key`` or ``idempotencyKey``), if any
+    durable: bool = False  # its PENDING row was committed at claim (``Journal.reserve_unless_repeat``)
 
 
 class Unsettled(NamedTuple):
@@ -145,8 +150,9 @@ class CallJournal:
             continued = self._continuation(signature, hint, params.get("requestState"))
             if continued is not None:
                 return continued
+        guarded: ToolRule | None = None
         if hint is None and key is None and not read_only and self._config.policy is not None:
-            answer = self._repeat(ident, unit, name, signature)
+            answer, guarded = self._repeat(ident, unit, name, signature)
             if answer is not None:
                 return answer
         seq, record = self._place(unit, hint, key)
@@ -158,7 +164,8 @@ class CallJournal:
             )
         decision = decide(record, signature)
         if isinstance(decision, Proceed):
-            return self._reserve(unit, seq, name, arguments, signature, key)
+            guard = (ident, guarded) if guarded is not None else None
+            return self._reserve(unit, seq, name, arguments, signature, key, guard)
         if isinstance(decision, InDoubtAt):
             return self.in_doubt(decision.record, seq, signature)
         if isinstance(decision, Diverge):
@@ -202,9 +209,15 @@ class CallJournal:
         """The line that answers ``ident`` from the finished ``record`` (a replay)."""
         return self._replay_line(ident, record)
 
-    def _repeat(self, ident: Any, unit: UnitOfWork, name: str, signature: str) -> bytes | Unsettled | None:
+    def _repeat(
+        self, ident: Any, unit: UnitOfWork, name: str, signature: str
+    ) -> tuple[bytes | Unsettled | None, ToolRule | None]:
         """A call with no sequence and no key, under a policy: the answer if it repeats a journaled call by its
-        content (see ``repeats``), None if it is to run (no such call, or the original FAILED).
+        content (see ``repeats``), None if it is to run (no such call, or the original FAILED); and the rule under
+        which it must be reserved by ``_reserve_unless_repeat`` (None: reserved as any call).
+
+        Where replicas share the journal, a call to run is looked up again and reserved in one transaction
+        serialized per signature, so that two replicas given the same new call at once cannot both run it.
 
         Raises:
             RepeatRefused: it repeats a completed call and the rule says refuse.
@@ -215,7 +228,9 @@ class CallJournal:
         assert self._config.policy is not None
         rule = self._config.policy.rule_for(name)
         if not rule.catches_repeats:
-            return None
+            return None, None
+        shared = self._journal.replica_id is not None and self._lineage == self._committed_lineage
+        guarded = rule if shared else None
         workflows = {branch.workflow for branch in self._lineage.branches}
         for (workflow, seq), running in self._running.items():
             if running == signature and workflow in workflows:
@@ -224,7 +239,13 @@ class CallJournal:
         since = iso_before(timedelta(seconds=rule.window_seconds))
         found = unit.read_signature(self._lineage, signature, since)
         if found is None:
-            return None
+            return None, guarded
+        return self._answer_repeat(ident, unit, name, signature, rule, found), guarded
+
+    def _answer_repeat(
+        self, ident: Any, unit: UnitOfWork, name: str, signature: str, rule: ToolRule, found: CallRecord
+    ) -> bytes | Unsettled | None:
+        """What a repeat of ``found`` gets (see ``_repeat``); its audit record is queued in ``unit``."""
         action = repeats.verdict(found, rule)
         if action is repeats.Action.IN_DOUBT:
             refusal = self._pending(found, found.seq, signature)  # raises JoinInFlight to join a live original
@@ -329,13 +350,64 @@ class CallJournal:
         return seq, record
 
     def _reserve(
-        self, unit: UnitOfWork, seq: int, name: str, arguments: dict[str, Any], signature: str, key: str | None
-    ) -> Claimed:
+        self,
+        unit: UnitOfWork,
+        seq: int,
+        name: str,
+        arguments: dict[str, Any],
+        signature: str,
+        key: str | None,
+        guard: tuple[Any, ToolRule] | None = None,
+    ) -> Claimed | Unsettled | bytes:
+        """Reserve the call in ``unit``; ``guard`` (the request's id and its repeat rule): reserve it durably now,
+        unless it turns out to repeat a call journaled meanwhile (``_reserve_unless_repeat``)."""
+        if guard is not None:
+            return self._reserve_unless_repeat(guard[0], unit, seq, name, arguments, signature, guard[1])
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
         workflow = self._lineage.head
         unit.reserve(workflow, seq, name, stored, signature, key)
         self._running[(workflow, seq)] = signature
         return Claimed(workflow, seq, name, signature, key=key)
+
+    def _reserve_unless_repeat(
+        self,
+        ident: Any,
+        unit: UnitOfWork,
+        seq: int,
+        name: str,
+        arguments: dict[str, Any],
+        signature: str,
+        rule: ToolRule,
+    ) -> Claimed | Unsettled | bytes:
+        """Reserve a new call under a repeat rule durably now, unless a call with its signature was journaled
+        meanwhile (by another replica, within milliseconds): then the call is a repeat of that one.
+
+        Raises:
+            CallRefused: as ``_repeat``.
+            JournalError: the journal could not be read or written (nothing was reserved).
+        """
+        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
+        since = iso_before(timedelta(seconds=rule.window_seconds))
+        found, reserved = self._journal.reserve_unless_repeat(self._lineage, since, seq, name, stored, signature)
+        if not reserved:
+            assert found is not None
+            answer = self._answer_repeat(ident, unit, name, signature, rule, found)
+            assert answer is not None  # only a FAILED original lets the call run, and then it was reserved
+            return answer
+        workflow = self._lineage.head
+        self._running[(workflow, seq)] = signature
+        return Claimed(workflow, seq, name, signature, durable=True)
+
+    def _withdraw(self, claimed: Claimed) -> None:
+        """A call reserved durably at claim whose unit of work then failed was never sent: its row becomes FAILED
+        (the upstream never saw it), where the journal can still be written; else it stays PENDING, in doubt."""
+        if not claimed.durable:
+            return
+        unit = self._journal.unit()
+        refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause="not sent")
+        unit.finish(claimed.workflow, claimed.seq, CallState.FAILED, dumps(refusal.to_error()))
+        with contextlib.suppress(JournalError):
+            unit.commit()
 
     def savepoint(self) -> tuple[Any, ...]:
         """What ``restore`` needs to undo the claims made from here on (before their unit commits)."""
@@ -347,6 +419,7 @@ class CallJournal:
         self._awaiting = awaiting or []
         if claimed is not None and not claimed.continued:
             self._running.pop((claimed.workflow, claimed.seq), None)
+            self._withdraw(claimed)
 
     def committed(self) -> None:
         """The unit of work committed: its branch (if it forked) is now where calls go."""
@@ -357,6 +430,7 @@ class CallJournal:
         self._lineage = self._committed_lineage
         for claimed in claims:
             self._running.pop((claimed.workflow, claimed.seq), None)
+            self._withdraw(claimed)
 
     def _continuation(self, signature: str, hint: int | None, request_state: Any) -> Claimed | None:
         candidates = [

@@ -344,6 +344,19 @@ class Journal(ABC):
         """True while the replica ``replica_id`` is alive (holds its liveness lock); no replicas by default."""
         return False
 
+    @abstractmethod
+    def reserve_unless_repeat(
+        self, lineage: Lineage, since: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+    ) -> tuple[CallRecord | None, bool]:
+        """A tool policy's repeat lookup and the reservation of a new call as one durable transaction, serialized
+        per (lineage, signature) across every process sharing the journal: the row that decides the repeat (as
+        ``UnitOfWork.read_signature``, None: none) and whether a PENDING row was inserted at ``seq`` of the
+        lineage's head (only when no COMPLETED or PENDING call has the signature since ``since``).
+
+        Raises:
+            JournalError: the journal could not be read or written (nothing was reserved).
+        """
+
     # ---- what a proxy needs ------------------------------------------------------------------------------
 
     @abstractmethod

@@ -34,6 +34,7 @@ from checkpoint_mcp.errors import (
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
@@ -368,6 +369,12 @@ class PostgresJournal(SqlJournal):
             (workflow, workflow, utc_now()),
         )
         self._conn.execute(_LOCK_WORKFLOW, (workflow,))
+
+    def lock_signature(self, root: str, signature: str) -> None:
+        """Wait for, then hold until the transaction ends, the advisory lock of ``signature`` in ``root``'s lineage:
+        replicas looking up the same new call take turns, each seeing what the one before committed (READ
+        COMMITTED: every statement after the lock reads a fresh snapshot)."""
+        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (signature_lock_key(root, signature),))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

@@ -31,7 +31,7 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.repeats import find_repeat
+from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat
 from checkpoint_mcp.journal.rows import COLUMNS
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
@@ -143,10 +143,7 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...
 
 
-_INSERT_CALL = (
-    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id)"
-    " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?)"
-)
+_INSERT_CALL = INSERT_CALL
 _DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
 FINISH_CALL = (
     "UPDATE calls SET state = ?, outcome = ?, finished_at = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
@@ -287,7 +284,7 @@ class _SqlUnit(UnitOfWork):
         self._j.write(groups, durable=not relaxed or any(group[0] is not FINISH_CALL for group in groups))
 
 
-class SqlJournal(Settlements, Journal):
+class SqlJournal(Settlements, RepeatGuard, Journal):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
 
     @abstractmethod

@@ -22,6 +22,7 @@ from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_optio
 from checkpoint_mcp.cli_reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import init as init_command
+from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class _ProxyGroup(click.Group):
     is_flag=True,
     help="Forward calls to tools the upstream marks readOnlyHint:true without journaling them.",
 )
+@journal_options
 @click.option(
     "--redact-args-in-journal",
     is_flag=True,
@@ -124,11 +126,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 
 def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
-    """The journaling settings shared by the stdio proxy and the gateway, from their command lines.
-
-    Raises:
-        click.UsageError: not exactly one upstream, or a remote-only flag without --upstream-url.
-    """
+    """The journaling settings of the stdio proxy and the gateway; a ``click.UsageError`` for a bad combination."""
     from checkpoint_mcp.cli_journal import key_from
     from checkpoint_mcp.config import ProxyConfig
 
@@ -145,6 +143,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
         replay_from_start=options["replay_from_start"],
         server_name=options["name"],
         server_version=options["server_version"],
+        relaxed_completions=relaxed_choice(options),
         audit_key_env=options["audit_key_env"],
         policy=checked_policy(options["policy"], remote),
     )
@@ -172,6 +171,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 )
 @click.option("--replay-from-start", is_flag=True, help="Start each workflow's cursor at sequence 1.")
 @click.option("--trust-annotations", is_flag=True, help="Do not journal calls to tools marked readOnlyHint:true.")
+@journal_options
 @click.option("--redact-args-in-journal", is_flag=True, help="Store a stub instead of the call arguments.")
 @audit_key_option
 @policy_option

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shlex
 import socket
@@ -34,14 +35,25 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import contenders as cs
-from report import common_arguments, machine, publish, scratch_dir, table
-from stats import Summary, fmt
+from report import Target, common_arguments, machine, publish, scratch_dir, table, targets_table
+from stats import Summary, fmt, interleaved
 
 BENCH_DIR = Path(__file__).resolve().parent
 TESTS_DIR = BENCH_DIR.parent / "tests"
 MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+SINGLE_BLOCK = 50  # one-client calls per contender per interleaved block
+FLOOR_RAW = "floor: raw asyncio HTTP echo"
+FLOOR_ASGI = "floor: ASGI echo on serve's uvicorn"
+SDK = "upstream over HTTP (SDK, no proxy)"
+PASS = "serve pass-through"
+SQLITE = "serve SQLite"
+PG1 = "serve PostgreSQL, 1 replica"
+PG2 = "serve PostgreSQL, 2 replicas"
+BEFORE = "serve pass-through, before (asyncio + h11)"
+FASTMCP = "FastMCP proxy over HTTP"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -49,14 +61,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_arguments(parser)
     parser.add_argument("--clients", type=int, default=64, help="concurrent clients in the load run")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds of the load run")
-    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
+    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds of each load round")
+    parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds before each round")
     parser.add_argument("--single", type=int, default=400, help="sequential calls of the one-client latency run")
     parser.add_argument("--no-fastmcp", action="store_true", help="leave FastMCP out")
     parser.add_argument("--pg-url", default=None, help="use this PostgreSQL database instead of starting a server")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved load rounds per contender")
+    parser.add_argument("--no-replicas", action="store_true", help="leave out two PostgreSQL replicas on one database")
+    parser.add_argument("--before", type=Path, default=None, help="also run the pass-through from this src/ tree")
     args = parser.parse_args(argv)
     if args.quick:
-        args.clients, args.seconds, args.warmup, args.single = 4, 0.5, 0.2, 20
+        args.clients, args.seconds, args.warmup, args.single, args.rounds = 4, 0.5, 0.2, 20, 1
     return args
 
 
@@ -251,7 +266,7 @@ class Served:
                 proc.wait()
 
 
-def start_serve(name: str, replicas: int, journal: str | None) -> Served:
+def start_serve(name: str, replicas: int, journal: str | None, env: dict[str, str] | None = None) -> Served:
     served = Served(name, modern=True)
     upstream = shlex.join(cs.PLAIN.argv())
     script = Path(sys.executable).parent / "checkpoint"
@@ -260,11 +275,29 @@ def start_serve(name: str, replicas: int, journal: str | None) -> Served:
         argv = [str(script), "serve", "--listen", f"127.0.0.1:{port}", "--upstream-cmd", upstream]
         if journal is not None:
             argv += ["--journal", journal]
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        )
         served.procs.append(proc)
         wait_port(port, proc)
         served.endpoints.append((port, "/w/bench/mcp"))
     return served
+
+
+def start_before(src: Path, shadow: Path) -> Served:
+    """`checkpoint serve` from another source tree on asyncio's loop and h11 (uvloop and httptools hidden)."""
+    for name in ("uvloop", "httptools"):
+        (shadow / f"{name}.py").write_text(f"raise ImportError('{name} hidden by the benchmark')\n")
+    env = {"PYTHONPATH": f"{shadow}{os.pathsep}{src.resolve()}"}
+    return start_serve("serve pass-through, before (asyncio + h11)", 1, None, env)
+
+
+def start_floor(mode: str) -> Served:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(BENCH_DIR / "http_floor.py"), mode, str(port)])
+    wait_port(port, proc)
+    names = {"raw": FLOOR_RAW, "asgi": FLOOR_ASGI}
+    return Served(names[mode], modern=True, procs=[proc], endpoints=[(port, "/mcp")])
 
 
 def start_direct() -> Served:
@@ -273,7 +306,7 @@ def start_direct() -> Served:
         [sys.executable, str(BENCH_DIR / "sdk_http_upstream.py"), str(port)], stdout=subprocess.DEVNULL
     )
     wait_port(port, proc)
-    return Served("upstream over HTTP (SDK, no proxy)", modern=False, procs=[proc], endpoints=[(port, "/mcp")])
+    return Served(SDK, modern=False, procs=[proc], endpoints=[(port, "/mcp")])
 
 
 def start_fastmcp(python: Path) -> Served:
@@ -281,7 +314,7 @@ def start_fastmcp(python: Path) -> Served:
     argv = [str(python), str(BENCH_DIR / "fastmcp_http_proxy.py"), str(port), *cs.PLAIN.argv()]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc)
-    return Served("FastMCP proxy over HTTP", modern=False, procs=[proc], endpoints=[(port, "/mcp")])
+    return Served(FASTMCP, modern=False, procs=[proc], endpoints=[(port, "/mcp")])
 
 
 @contextlib.contextmanager
@@ -301,73 +334,165 @@ def postgres(args: argparse.Namespace) -> Iterator[str]:
         server.destroy()
 
 
-def main(argv: list[str]) -> int:
-    args = parse(argv)
-    rows: list[list[str]] = []
-    with scratch_dir(args, "gateway") as tmp, postgres(args) as pg_url:
-        plans = [
-            ("direct", start_direct),
-            ("pass", lambda: start_serve("serve pass-through", 1, None)),
-            ("sqlite", lambda: start_serve("serve SQLite", 1, str(tmp / "j.db"))),
-            ("pg1", lambda: start_serve("serve PostgreSQL, 1 replica", 1, pg_url)),
-            ("pg2", lambda: start_serve("serve PostgreSQL, 2 replicas", 2, pg_url)),
-        ]
-        if not args.no_fastmcp:
-            python = cs.fastmcp_python()
-            assert python is not None
-            plans.append(("fastmcp", lambda: start_fastmcp(python)))
-        results: dict[str, tuple[str, float, Summary, Summary]] = {}
-        for key, start in plans:
-            served = start()
-            try:
-                run = load(served.endpoints, served.modern, args.clients, args.warmup, args.seconds)
-                rate, samples = asyncio.run(run)
-                port, path = served.endpoints[0]
-                alone = asyncio.run(single(port, path, served.modern, args.single))
-            finally:
-                served.stop()
-            results[key] = (served.name, rate, Summary.of(s / 1e6 for s in samples), Summary.of(s / 1e6 for s in alone))
-            print(f"{served.name}: {rate:.0f} calls/s", file=sys.stderr, flush=True)
-    base = results["direct"][3].median
-    for name, rate, loaded, alone in results.values():
-        added = alone.median - base
+def run_loop(coroutine: Any) -> Any:
+    """Run the load generator on uvloop where installed (a cheaper client leaves more of the cores to the server)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+def measure(
+    args: argparse.Namespace, line_up: list[Served]
+) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[int]]]:
+    """Interleaved load rounds, then interleaved blocks of one client: (calls/s per round, loaded ns, alone ns)."""
+    rates: dict[str, list[float]] = {s.name: [] for s in line_up}
+    loaded: dict[str, list[int]] = {s.name: [] for s in line_up}
+    alone: dict[str, list[int]] = {s.name: [] for s in line_up}
+    by_name = {s.name: s for s in line_up}
+    for _, name in interleaved(list(by_name), args.rounds):
+        served = by_name[name]
+        rate, samples = run_loop(load(served.endpoints, served.modern, args.clients, args.warmup, args.seconds))
+        rates[name].append(rate)
+        loaded[name].extend(samples)
+        print(f"{name}: {rate:.0f} calls/s", file=sys.stderr, flush=True)
+    blocks = max(1, args.single // SINGLE_BLOCK)
+    for _, name in interleaved(list(by_name), blocks):
+        port, path = by_name[name].endpoints[0]
+        alone[name].extend(run_loop(single(port, path, by_name[name].modern, SINGLE_BLOCK)))
+    return rates, loaded, alone
+
+
+def render(
+    args: argparse.Namespace, rates: dict[str, list[float]], loaded: dict[str, list[int]], alone: dict[str, list[int]]
+) -> str:
+    """The table, the floor sentence and the targets."""
+    rate = {name: Summary.of(values).median for name, values in rates.items()}
+    lone = {name: Summary.of(s / 1e6 for s in values) for name, values in alone.items()}
+    passing = rate[PASS]
+    raw_floor = lone[FLOOR_RAW].median if FLOOR_RAW in lone else math.nan
+    rows = []
+    for name, values in rates.items():
+        busy = Summary.of(s / 1e6 for s in loaded[name])
         rows.append(
             [
                 name,
-                fmt(rate),
-                fmt(loaded.median, 2),
-                fmt(loaded.p99, 2),
-                fmt(alone.median, 3),
-                "—" if name.startswith("upstream") else f"{added:+.3f}",
+                fmt(rate[name]),
+                f"{min(values):,.0f}–{max(values):,.0f}",
+                f"{rate[name] / passing:.0%}",
+                fmt(busy.median, 2),
+                fmt(busy.p99, 2),
+                fmt(lone[name].median, 3),
+                f"{lone[name].median - raw_floor:+.3f}",
             ]
         )
     header = [
         "Contender",
-        f"calls/s, {args.clients} clients",
+        f"calls/s, {args.clients} clients (median of rounds)",
+        "rounds' range",
+        "of pass-through",
         "median ms",
         "p99 ms",
         "1 client: median ms",
-        "added per call (1 client) ms",
+        "1 client: over the raw floor ms",
     ]
     body = table(header, rows)
     body += (
-        f"\n\n{args.clients} clients, each with one keep-alive connection and one call at a time, for "
-        f"{args.seconds:g} s after {args.warmup:g} s of warm-up; then one client alone for {args.single} calls. "
-        "Every contender serves the same `echo` tool; the gateway's upstream is `upstream_server.py` over stdio "
-        "(one child per workflow, shared by all clients, 2026-07-28), the SDK server and FastMCP are driven in the "
-        "session era. The load generator runs on the same machine and shares its cores.\n"
+        f"\n\n{args.clients} clients, each with one keep-alive connection and one call at a time; {args.rounds} "
+        f"interleaved rounds of {args.seconds:g} s per contender (after {args.warmup:g} s of warm-up each), in a fresh "
+        f"random order per round, every contender running throughout; then one client alone, {args.single} calls per "
+        f"contender in interleaved blocks of {SINGLE_BLOCK}. Every contender answers the same `echo` call; the "
+        "gateway's upstream is `upstream_server.py` over stdio (one child per workflow, shared by all clients, "
+        "2026-07-28), the SDK server and FastMCP are driven in the session era. The load generator "
+        f"(one Python process{', on uvloop' if _has('uvloop') else ''}) shares the machine's cores.\n"
     )
+    floors = [name for name in (FLOOR_ASGI, FLOOR_RAW) if name in rate]
+    if floors:
+        said = "; ".join(f"{passing / rate[name]:.0%} of the {name} ({fmt(rate[name])} calls/s)" for name in floors)
+        body += f"\nFloors measured in this run: the gateway's pass-through carries {said}.\n"
+    targets: list[Target] = []
+    if FASTMCP in rate:
+        ratio = passing / rate[FASTMCP]
+        targets.append(
+            Target(
+                f"pass-through ≥ 10× FastMCP's HTTP proxy (calls/s, {args.clients} clients)",
+                f"{ratio:.1f}× ({fmt(passing)} vs {fmt(rate[FASTMCP])} calls/s)",
+                ratio >= 10,
+            )
+        )
+    if SQLITE in rate:
+        share = rate[SQLITE] / passing
+        targets.append(
+            Target(
+                "journaled on SQLite ≥ 80% of pass-through", f"{share:.0%} ({fmt(rate[SQLITE])} calls/s)", share >= 0.8
+            )
+        )
+    if PG1 in rate:
+        share = rate[PG1] / passing
+        targets.append(
+            Target(
+                "journaled on PostgreSQL, one replica, ≥ 50% of pass-through",
+                f"{share:.0%} ({fmt(rate[PG1])} calls/s)",
+                share >= 0.5,
+            )
+        )
+    if BEFORE in rate:
+        speedup = passing / rate[BEFORE]
+        body += f"\nThe pass-through from `{args.before}` on asyncio and h11: {fmt(rate[BEFORE])} calls/s"
+        body += f" (now {speedup:.2f}× that).\n"
     if not args.no_fastmcp:
         python = cs.fastmcp_python(create=False)
         if python is not None:
             body += f"\nFastMCP {cs.fastmcp_version(python)}.\n"
+    if targets:
+        body += "\n" + targets_table(targets, issue=19) + "\n"
+    return body
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    with scratch_dir(args, "gateway") as tmp, postgres(args) as pg_url:
+        plans = [
+            lambda: start_floor("raw"),
+            lambda: start_floor("asgi"),
+            start_direct,
+            lambda: start_serve(PASS, 1, None),
+            lambda: start_serve(SQLITE, 1, str(tmp / "j.db")),
+            lambda: start_serve(PG1, 1, pg_url),
+        ]
+        if not args.no_replicas:
+            plans.append(lambda: start_serve(PG2, 2, pg_url))
+        if args.before is not None:
+            shadow = tmp / "shadow"
+            shadow.mkdir()
+            plans.append(lambda: start_before(args.before, shadow))
+        if not args.no_fastmcp:
+            python = cs.fastmcp_python()
+            assert python is not None
+            plans.append(lambda: start_fastmcp(python))
+        line_up: list[Served] = []
+        try:
+            for start in plans:
+                line_up.append(start())
+            rates, loaded, alone = measure(args, line_up)
+        finally:
+            for served in line_up:
+                served.stop()
     publish(
         args,
         "gateway",
         title="The gateway: 64 concurrent HTTP clients",
         argv=argv,
         where=machine(Path(os.environ.get("TMPDIR", "/tmp"))),
-        body=body,
+        body=render(args, rates, loaded, alone),
     )
     return 0
 

@@ -104,7 +104,8 @@ def render(args: argparse.Namespace, rates: dict[str, list[float]], latencies: d
                     f"paired by round: {paired:.0%})",
                     share >= TARGET_SHARE,
                 )
-            ]
+            ],
+            issue=19,
         ),
     ]
     return "\n".join(body)

@@ -39,6 +39,7 @@ class ProxyConfig(NamedTuple):
     server_name: str = "checkpoint"
     server_version: str = "0.0.0"
     remote: RemoteConfig | None = None
+    relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
     audit_key_env: str | None = None  # the variable holding the hash chain's key (--audit-key-env)
     policy: Policy | None = None  # --policy: the tool policies (None: every tool as without a policy)
 

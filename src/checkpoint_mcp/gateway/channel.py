@@ -82,14 +82,15 @@ class Channel:
         upstream: Upstream,
         *,
         unrelated: Callable[[bytes], None] | None = None,
-        observe: Callable[[Stream, bytes], None] | None = None,
+        observe: Callable[[Stream, Any], None] | None = None,
         flushed: Callable[[float], None] | None = None,
         health: Callable[[str | None], None] | None = None,
         commits: CommitSignal | None = None,
         join_timeout: float = 30.0,
     ) -> None:
         """``unrelated`` receives server messages that belong to no request (a session's GET stream);
-        ``observe`` sees each final response with its stream (metrics); ``flushed`` each commit's duration;
+        ``observe`` sees each final response's parsed body with its stream (metrics); ``flushed`` each commit's
+        duration;
         ``health`` hears whether the upstream works (None once it answers; why not, if it dies before that);
         ``commits`` is shared by the channels of one process, so a re-sent call on one joins its original on
         another, for up to ``join_timeout`` seconds."""
@@ -349,9 +350,9 @@ class Channel:
                 answer = line
                 if waiting.original is not None:
                     answer = set_member(line.decode(), ("id",), waiting.original).encode()
-                waiting.stream.append(answer, final=True)
+                waiting.stream.append(answer, final=True, body=message.body)
                 if self._observe is not None:
-                    self._observe(waiting.stream, answer)
+                    self._observe(waiting.stream, message.body)
             else:
                 self._related(message, line)
 

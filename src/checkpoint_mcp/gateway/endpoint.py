@@ -64,12 +64,14 @@ def one_line(body: bytes) -> bytes:
     return body + b"\n"
 
 
-def _modern_status(line: bytes) -> int:
-    """The HTTP status of a 2026-07-28 JSON answer: 404 for an unknown method, 400 for a protocol error."""
-    try:
-        body = classify(line).body
-    except WireParseError:
-        return 200
+def _modern_status(line: bytes, body: Any = None) -> int:
+    """The HTTP status of a 2026-07-28 JSON answer (``body``: the line parsed, if it was): 404 for an unknown
+    method, 400 for a protocol error."""
+    if body is None:
+        try:
+            body = classify(line).body
+        except WireParseError:
+            return 200
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
     if code == -32601:
@@ -137,7 +139,7 @@ class McpEndpoint:
             session_id = header(scope, SESSION_HEADER)
             carrier = _trace_context(scope)
             era = "session" if session_id is not None or message.method == "initialize" else "2026"
-            self._gateway.metrics.requests.labels(era=era).inc()
+            self._gateway.metrics.count_request(era)
             if session_id is not None:
                 session = self._gateway.sessions.get(session_id)
                 if session is None or session.channel.closed.is_set():
@@ -298,7 +300,7 @@ class McpEndpoint:
                 return
             if accepts.json and (not accepts.sse or (stream.finished and len(stream.lines) == 1)):
                 answer = stream.lines[-1]
-                status = 200 if resumable else _modern_status(answer)
+                status = 200 if resumable else _modern_status(answer, stream.answer)
                 await respond(send, status, json_body(answer), extra)
                 return
             await _stream_sse(send, stream, 0, disconnected, extra, resumable=resumable)

@@ -7,8 +7,8 @@ one of Checkpoint's codes is a refusal (counted by code), another error a failur
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -53,6 +53,7 @@ class GatewayMetrics:
         )
         self.sessions = Gauge("checkpoint_sessions", "open downstream sessions (session era)", registry=self.registry)
         self.upstreams = Gauge("checkpoint_upstreams", "running upstream connections", registry=self.registry)
+        self._requests: dict[str, Any] = {}
 
     def bind(
         self, in_doubt: Callable[[], float], sessions: Callable[[], float], upstreams: Callable[[], float]
@@ -62,12 +63,15 @@ class GatewayMetrics:
         self.sessions.set_function(sessions)
         self.upstreams.set_function(upstreams)
 
-    def observe_call(self, line: bytes) -> None:
-        """Count the outcome of one tools/call from its final response line."""
-        try:
-            body = json.loads(line)
-        except ValueError:
-            return
+    def count_request(self, era: str) -> None:
+        """One MCP request received in ``era`` (``session`` or ``2026``)."""
+        counter = self._requests.get(era)
+        if counter is None:
+            counter = self._requests[era] = self.requests.labels(era=era)  # labels() costs more than inc()
+        counter.inc()
+
+    def observe_call(self, body: Any) -> None:
+        """Count the outcome of one tools/call from its final response (its parsed JSON body)."""
         if not isinstance(body, dict):
             return
         error = body.get("error")

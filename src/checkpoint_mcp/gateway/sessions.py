@@ -20,7 +20,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.gateway.channel import Channel, CommitSignal
@@ -182,9 +182,9 @@ class Gateway:
             logger.error("%s", error)
         self.upstream_error = error
 
-    def _observe(self, stream: Stream, line: bytes) -> None:
+    def _observe(self, stream: Stream, body: Any) -> None:
         if stream.method == "tools/call":
-            self.metrics.observe_call(line)
+            self.metrics.observe_call(body)
 
     # ---- session era --------------------------------------------------------------------------------------
 

@@ -44,12 +44,17 @@ class Stream:
         """The final line (the response) is in; nothing more will come."""
         self.attached = 0
         """How many HTTP connections are reading it now."""
+        self.answer: Any = None
+        """The final line's JSON body, as the channel parsed it (None if it came unparsed)."""
         self._changed = asyncio.Event()
 
-    def append(self, line: bytes, *, final: bool = False) -> None:
-        """Add one line (ignored once finished); ``final`` for the response that ends a request's stream."""
+    def append(self, line: bytes, *, final: bool = False, body: Any = None) -> None:
+        """Add one line (ignored once finished); ``final`` for the response that ends a request's stream, with
+        its parsed ``body`` if the caller has it (so that nobody parses it again)."""
         if self.finished:
             return
+        if final:
+            self.answer = body
         self.lines.append(line)
         if len(self.lines) > KEPT_LINES:
             dropped = len(self.lines) - KEPT_LINES // 2

@@ -220,7 +220,7 @@ class Interceptor:
         self._finishing = []
         try:
             if self._unit is not None:
-                self._unit.commit()
+                self._unit.commit(relaxed=self._config.relaxed_completions)
         except JournalError as exc:
             self._note(exc)
             return self._failed_flush(held_up, held_down, reserved, finishing, str(exc))

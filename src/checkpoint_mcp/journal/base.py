@@ -297,8 +297,12 @@ class UnitOfWork(ABC):
         """Forget the writes recorded since ``mark`` (they were never sent anywhere)."""
 
     @abstractmethod
-    def commit(self) -> None:
+    def commit(self, relaxed: bool = False) -> None:
         """Write everything recorded, durably, in one transaction, and start over empty.
+
+        ``relaxed`` (``--relaxed-completions``, SQLite only): when everything recorded is an outcome (no PENDING
+        row, no branch), the commit need only survive a crash of this process, not a power loss: such a lost
+        outcome leaves its call PENDING, in doubt, never re-run. A unit holding a PENDING row is always durable.
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly

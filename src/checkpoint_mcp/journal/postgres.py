@@ -302,10 +302,11 @@ class PostgresJournal(SqlJournal):
                 transaction.__enter__()
         return _Entered(transaction)
 
-    def write(self, groups: list[Group]) -> None:
-        """BEGIN … COMMIT around the statements (BEGIN can be retried on a dead connection; a bare statement
-        could not be). A commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered
-        at COMMIT, so a waiter never reads the row before it is durable).
+    def write(self, groups: list[Group], durable: bool = True) -> None:
+        """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only;
+        BEGIN can be retried on a dead connection, a bare statement could not be). A commit that finishes calls
+        notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a waiter never reads the row
+        before it is durable).
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).

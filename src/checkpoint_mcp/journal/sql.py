@@ -265,7 +265,7 @@ class _SqlUnit(UnitOfWork):
         text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
         self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
-    def commit(self) -> None:
+    def commit(self, relaxed: bool = False) -> None:
         ops, self._ops = self._ops, []
         self._rows.clear()
         self._keys.clear()
@@ -281,7 +281,7 @@ class _SqlUnit(UnitOfWork):
                 groups[-1][2].append(event)
             else:
                 groups.append((sql, [params], [event]))
-        self._j.write(groups)
+        self._j.write(groups, durable=not relaxed or any(group[0] is not FINISH_CALL for group in groups))
 
 
 class SqlJournal(Settlements, RepeatGuard, Journal):
@@ -300,9 +300,10 @@ class SqlJournal(Settlements, RepeatGuard, Journal):
         """Translate driver errors raised by reads outside a transaction."""
 
     @abstractmethod
-    def write(self, groups: list[Group]) -> None:
-        """Run the statements (each with its parameter tuples and their events) as one durable transaction,
-        by ``write_txn``.
+    def write(self, groups: list[Group], durable: bool = True) -> None:
+        """Run the statements (each with its parameter tuples and their events) as one transaction, by
+        ``write_txn``: durable, or with ``durable=False`` (outcomes only, ``UnitOfWork.commit(relaxed=True)``)
+        safe from a crash of this process but not from a power loss, where the backend offers that.
 
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).

@@ -202,12 +202,24 @@ class SqliteJournal(SqlJournal):
                     self._con.execute("ROLLBACK")
                 raise
 
-    def write(self, groups: list[Group]) -> None:
-        """The statements and their chain links in one BEGIN IMMEDIATE … COMMIT.
+    def write(self, groups: list[Group], durable: bool = True) -> None:
+        """The statements and their chain links in one BEGIN IMMEDIATE … COMMIT. ``durable=False``: this commit
+        with ``synchronous=NORMAL`` (in WAL mode: written to the WAL, not synced; it survives a crash of the
+        process, and the next durable commit syncs it along with its own).
 
         Raises:
             JournalUnavailable: nothing was written.
         """
+        if not durable:
+            with _translated(self.path, "write"):
+                self._con.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self.transaction():
+                    self.write_txn(groups)
+            finally:
+                with _translated(self.path, "write"):
+                    self._con.execute("PRAGMA synchronous=FULL")
+            return
         with self.transaction():
             self.write_txn(groups)
 

@@ -236,7 +236,8 @@ class Relay:
         if _pollable(self._client_in.fileno()):
             with contextlib.suppress(ValueError):
                 transport, _ = await loop.connect_read_pipe(lambda: reader, self._client_in)
-                transport.max_size = PIPE_READ  # type: ignore[attr-defined]
+                with contextlib.suppress(AttributeError):  # asyncio's pipe transport; uvloop's sizes its reads itself
+                    transport.max_size = PIPE_READ  # type: ignore[attr-defined]
                 self._client_reader = transport
                 return
         # A regular file (``checkpoint … < requests.jsonl``) or a device the loop cannot poll (``< /dev/null``):

@@ -13,8 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
-
+from checkpoint_mcp.upstream.http.client import HttpClient, HttpError, Response
 from checkpoint_mcp.upstream.http.headers import OutgoingMessage
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, classify, error_line, id_key
@@ -79,11 +78,11 @@ class Deadlines:
             scope.reschedule(self._when())
 
 
-def content_type(response: httpx2.Response) -> str:
+def content_type(response: Response) -> str:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-async def read_body(response: httpx2.Response, limit: int | None = None) -> bytes:
+async def read_body(response: Response, limit: int | None = None) -> bytes:
     """The body (up to ``limit`` bytes).
 
     Raises:
@@ -95,12 +94,12 @@ async def read_body(response: httpx2.Response, limit: int | None = None) -> byte
             body += chunk
             if limit is not None and len(body) >= limit:
                 break
-    except httpx2.HTTPError as exc:
+    except HttpError as exc:
         raise Lost(f"the body broke off: {describe(exc)}") from exc
     return bytes(body)
 
 
-async def read_answer(response: httpx2.Response, message: OutgoingMessage, deadlines: Deadlines) -> bytes:
+async def read_answer(response: Response, message: OutgoingMessage, deadlines: Deadlines) -> bytes:
     """The answer to ``message`` in a successful response: its JSON body, or the event of its SSE stream that
     answers it (other events are passed over: this is for requests of the proxy's own).
 
@@ -120,9 +119,24 @@ async def read_answer(response: httpx2.Response, message: OutgoingMessage, deadl
                     line = to_line(event.data) if event.event == "message" else b""
                     if line and response_key(line) == message.key:
                         return line
-    except (httpx2.HTTPError, EventTooLarge, TimeoutError) as exc:
+    except (HttpError, EventTooLarge, TimeoutError) as exc:
         raise Lost(describe(exc)) from exc
     raise Lost("the stream ended without an answer")
+
+
+async def send_and_read(client: HttpClient, method: str, url: str, headers: dict[str, str], body: bytes | None) -> int:
+    """Send a request whose answer tells only by its status; read its body (bounded) so the connection is kept.
+
+    Raises:
+        HttpError: the request failed before a status came.
+    """
+    response = await client.send(method, url, headers, body)
+    try:
+        with contextlib.suppress(Lost):
+            await read_body(response, ERROR_BODY_LIMIT)
+    finally:
+        await response.aclose()
+    return response.status_code
 
 
 def jsonrpc_error(body: bytes, message: OutgoingMessage) -> bytes | None:

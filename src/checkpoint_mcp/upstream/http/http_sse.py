@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, Protocol
-
-import httpx2
+from urllib.parse import urljoin
 
 from checkpoint_mcp.errors import UpstreamRefused
 from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.http.client import ConnectFailed, HttpClient, HttpError, Response
 from checkpoint_mcp.upstream.http.exchange import (
     NOT_RUN_STATUSES,
     Deadlines,
@@ -24,6 +24,7 @@ from checkpoint_mcp.upstream.http.exchange import (
     content_type,
     describe,
     response_key,
+    send_and_read,
 )
 from checkpoint_mcp.upstream.http.headers import OutgoingMessage
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
@@ -44,7 +45,7 @@ class StreamOwner(Protocol):
 
     async def open_exchange(
         self, method: str, message: OutgoingMessage | None, headers: dict[str, str]
-    ) -> httpx2.Response: ...
+    ) -> Response: ...
 
     async def deliver(self, lines: list[bytes], message: OutgoingMessage | None = None) -> None: ...
 
@@ -58,12 +59,12 @@ class StreamOwner(Protocol):
 class LegacyStream:
     """The 2024-11-05 transport: one event stream for every message from the server, POSTs to its endpoint."""
 
-    def __init__(self, upstream: StreamOwner, client: httpx2.AsyncClient, url: str) -> None:
+    def __init__(self, upstream: StreamOwner, client: HttpClient, url: str) -> None:
         self._upstream = upstream
         self._client = client
         self._url = url
         self._endpoint: str | None = None
-        self._response: httpx2.Response | None = None
+        self._response: Response | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[tuple[str, Any], OutgoingMessage] = {}
         self._ours: dict[tuple[str, Any], asyncio.Future[None]] = {}  # answers to our own initialize
@@ -86,9 +87,9 @@ class LegacyStream:
                     for event in parser.feed(await anext(chunks)):
                         if event.event == "endpoint":
                             endpoint = event.data.decode("utf-8", "replace").strip()
-                            self._endpoint = str(httpx2.URL(self._url).join(endpoint))
+                            self._endpoint = urljoin(self._url, endpoint)
                             break
-        except (StopAsyncIteration, TimeoutError, httpx2.HTTPError, EventTooLarge):
+        except (StopAsyncIteration, TimeoutError, HttpError, EventTooLarge):
             await response.aclose()
             return False
         self._response = response
@@ -131,15 +132,14 @@ class LegacyStream:
         try:
             async with upstream.deadlines.bounded():
                 headers = {"content-type": "application/json", **upstream.trace_context(message)}
-                response = await self._client.post(self._endpoint, content=message.body, headers=headers)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                status = await send_and_read(self._client, "POST", self._endpoint, headers, message.body)
+        except ConnectFailed as exc:
             self._answer_refused(message, None, describe(exc))
             return
-        except (httpx2.HTTPError, TimeoutError) as exc:
+        except (HttpError, TimeoutError) as exc:
             self._abandon(message, describe(exc) or "no response to the POST")
             return
-        if response.status_code >= 400:
-            status = response.status_code
+        if status >= 400:
             if status in NOT_RUN_STATUSES:
                 self._answer_refused(message, status, NOT_RUN_STATUSES[status])
             else:
@@ -172,7 +172,7 @@ class LegacyStream:
                         continue
                     message = self._waiting.pop(key, None) if key is not None else None
                     await upstream.deliver([line], message)
-        except (httpx2.HTTPError, EventTooLarge) as exc:
+        except (HttpError, EventTooLarge) as exc:
             logger.warning("the event stream of the remote upstream broke: %s", describe(exc))
         finally:
             self._lost()

@@ -28,13 +28,12 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Any, NamedTuple
-
-import httpx2
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamRefused
 from checkpoint_mcp.upstream.base import UpstreamSink
+from checkpoint_mcp.upstream.http.client import Broken, ConnectFailed, HttpError, Response, open_client
 from checkpoint_mcp.upstream.http.exchange import (
     ERROR_BODY_LIMIT,
     NOT_RUN_STATUSES,
@@ -47,12 +46,16 @@ from checkpoint_mcp.upstream.http.exchange import (
     read_answer,
     read_body,
     response_key,
+    send_and_read,
 )
 from checkpoint_mcp.upstream.http.headers import McpHeaders, OutgoingMessage, read_outgoing
 from checkpoint_mcp.upstream.http.http_sse import LegacyStream
 from checkpoint_mcp.upstream.http.renewal import Expired, Renewal
 from checkpoint_mcp.upstream.http.sse import EventParser, EventTooLarge, to_line
 from checkpoint_mcp.wire import Kind, WireParseError, error_line, id_key
+
+if TYPE_CHECKING:
+    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -87,16 +90,8 @@ class RemoteUpstream:
         self._timeout = config.timeout
         self._deadlines = deadlines or Deadlines(config.timeout)
         self._authorizes = auth is not None
-        self._client = httpx2.AsyncClient(
-            headers=headers,
-            auth=auth,
-            verify=context,
-            timeout=httpx2.Timeout(connect=config.timeout, read=None, write=config.timeout, pool=config.timeout),
-            follow_redirects=False,
-            trust_env=True,
-            # Keep as many connections alive as may be in use at once: reconnecting per request costs more.
-            limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS),
-        )
+        # Keep as many connections alive as may be in use at once: reconnecting per request costs more.
+        self._client = open_client(headers, context, config.timeout, MAX_CONNECTIONS, auth)
         self._sink: UpstreamSink | None = None
         self._mcp = McpHeaders()
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
@@ -150,10 +145,10 @@ class RemoteUpstream:
         self._closing = True
         self._cancel_all()
         if self._session is not None:
-            with contextlib.suppress(httpx2.HTTPError, TimeoutError):
+            with contextlib.suppress(HttpError, TimeoutError):
                 async with asyncio.timeout(min(self._timeout, 5.0)):
-                    response = await self._client.delete(self._url, headers=self._session_headers())
-                    logger.debug("DELETE of the session: HTTP %d", response.status_code)
+                    status = await send_and_read(self._client, "DELETE", self._url, self._session_headers(), None)
+                    logger.debug("DELETE of the session: HTTP %d", status)
         with contextlib.suppress(Exception):
             await self._client.aclose()
         self._ended.set()
@@ -227,18 +222,18 @@ class RemoteUpstream:
         headers = self._headers_for(message)
         try:
             async with self._deadlines.bounded():
-                response = await self._client.post(self._url, content=message.body, headers=headers)
-        except (httpx2.HTTPError, TimeoutError) as exc:
+                status = await send_and_read(self._client, "POST", self._url, headers, message.body)
+        except (HttpError, TimeoutError) as exc:
             logger.warning("could not send a %s to the remote upstream: %s", message.label, describe(exc))
             return
-        if response.status_code == 404 and SESSION_HEADER in headers:
+        if status == 404 and SESSION_HEADER in headers:
             self._session_lost(generation)
             if message.kind is not Kind.NOTIFICATION:
                 logger.warning("a %s met the expired session: what it answered went with the session", message.label)
             elif renewable and message.method != "notifications/initialized" and await self._renew(generation) is None:
                 await self._post_other(message, renewable=False)  # (a new session sends its own initialized)
-        elif response.status_code >= 400:
-            logger.warning("the remote upstream refused a %s: HTTP %d", message.label, response.status_code)
+        elif status >= 400:
+            logger.warning("the remote upstream refused a %s: HTTP %d", message.label, status)
         elif message.method == "notifications/initialized" and self._session is not None:
             self._listen()
 
@@ -309,9 +304,7 @@ class RemoteUpstream:
         finally:
             await response.aclose()
 
-    async def open_exchange(
-        self, method: str, message: OutgoingMessage | None, headers: dict[str, str]
-    ) -> httpx2.Response:
+    async def open_exchange(self, method: str, message: OutgoingMessage | None, headers: dict[str, str]) -> Response:
         """Send one request and wait (bounded) for its response to start.
 
         Raises:
@@ -319,15 +312,14 @@ class RemoteUpstream:
             Lost: it broke or timed out after the request may have been sent.
         """
         content = message.body if message is not None else None
-        request = self._client.build_request(method, self._url, content=content, headers=headers)
         try:
             async with self._deadlines.bounded():
-                return await self._client.send(request, stream=True)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
+                return await self._client.send(method, self._url, headers, content)
+        except ConnectFailed as exc:
             raise Refused(None, f"cannot connect to {self._url}: {describe(exc)}") from exc
         except TimeoutError as exc:
             raise Lost(f"no response within {self._timeout:g}s") from exc
-        except httpx2.HTTPError as exc:
+        except Broken as exc:
             raise Lost(describe(exc)) from exc
         except Exception as exc:
             if not self._authorizes:
@@ -336,7 +328,7 @@ class RemoteUpstream:
             # so the server did not run it.
             raise Refused(None, f"authorization failed: {describe(exc)}") from exc
 
-    async def _failed(self, message: OutgoingMessage, response: httpx2.Response, generation: int | None) -> None:
+    async def _failed(self, message: OutgoingMessage, response: Response, generation: int | None) -> None:
         """A status of 300 or more: the server's JSON-RPC answer, a refusal, or a broken exchange.
 
         Raises:
@@ -363,7 +355,7 @@ class RemoteUpstream:
             raise Refused(status, f"redirect to {response.headers.get('location', '?')} not followed")
         raise Lost(f"HTTP {status}")
 
-    async def _read_events(self, response: httpx2.Response, message: OutgoingMessage) -> _Stream:
+    async def _read_events(self, response: Response, message: OutgoingMessage) -> _Stream:
         """Deliver the events of a request's stream until its answer; where it ended."""
         parser = EventParser()
         last_id: str | None = None
@@ -378,7 +370,7 @@ class RemoteUpstream:
                         await self.deliver([line], message)
                         if _answers(line, message):
                             return _Stream(True, last_id, retry)
-        except (httpx2.HTTPError, EventTooLarge) as exc:
+        except (HttpError, EventTooLarge) as exc:
             logger.info("the stream of a %s broke: %s", message.label, describe(exc))
         return _Stream(False, last_id, retry)
 
@@ -540,7 +532,7 @@ class RemoteUpstream:
                 else:
                     failures = 0
                     parser = EventParser()
-                    with contextlib.suppress(httpx2.HTTPError, EventTooLarge):
+                    with contextlib.suppress(HttpError, EventTooLarge):
                         async for chunk in response.aiter_bytes():
                             for event in parser.feed(chunk):
                                 last_id = event.id or last_id

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-
-import httpx2
+from urllib.parse import urlsplit
 
 from checkpoint_mcp.config import RemoteConfig, expand_headers
 from checkpoint_mcp.errors import UsageError
@@ -23,8 +22,13 @@ def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[
         UsageError: a header is malformed or names an unset variable, the URL is not http(s), or the CA file
             cannot be loaded.
     """
-    url = httpx2.URL(config.url)
-    if url.scheme not in ("http", "https") or not url.host:
+    try:
+        url = urlsplit(config.url)
+        host = url.hostname
+        url.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError:
+        host = None
+    if url.scheme not in ("http", "https") or not host:
         raise UsageError(f"--upstream-url must be an http:// or https:// URL, not {config.url!r}")
     headers = expand_headers(config.headers, environ)
     try:

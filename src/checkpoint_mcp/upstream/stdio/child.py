@@ -54,12 +54,8 @@ class ChildUpstream:
         proc = self._process
         assert proc.stdin is not None
         assert proc.stdout is not None
-        reader, _ = await loop.connect_read_pipe(lambda: Reader(self._data, self._eof), proc.stdout)
-        reader.max_size = PIPE_READ  # type: ignore[attr-defined]
-        self._reader = reader
-        writer, _ = await loop.connect_write_pipe(lambda: Writer(sink.pause_client, self._stdin_lost), proc.stdin)
-        writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-        self._stdin = writer
+        # The exit is watched before the pipes are connected: the read pipe's EOF (a child that exits at once)
+        # can be delivered while the write pipe is being connected, and the sink then asks how it ended.
         exited: asyncio.Future[int] = loop.create_future()
         self._exited = exited
         try:
@@ -75,6 +71,13 @@ class ChildUpstream:
                     exited.set_result(proc.wait())
 
             loop.add_reader(pidfd, reap)
+        reader, _ = await loop.connect_read_pipe(lambda: Reader(self._data, self._eof), proc.stdout)
+        with contextlib.suppress(AttributeError):  # asyncio's pipe transport; uvloop's sizes its reads itself
+            reader.max_size = PIPE_READ  # type: ignore[attr-defined]
+        self._reader = reader
+        writer, _ = await loop.connect_write_pipe(lambda: Writer(sink.pause_client, self._stdin_lost), proc.stdin)
+        writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self._stdin = writer
         if proc.keeps_tree:
             self._check = loop.call_later(STDOUT_CHECK_SECONDS, self._check_stdout, False)
 

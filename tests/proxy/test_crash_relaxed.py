@@ -1,0 +1,111 @@
+"""`--relaxed-completions`: outcomes committed without a sync, PENDING rows still synced before every call.
+
+The trade is explicit (a flag, off by default): an outcome survives a crash of the proxy process, which these tests
+prove by SIGKILL, but not a power loss, which would leave the call PENDING (in doubt, never re-run). What SQLite
+was asked to do is read from SQLite itself (its statement trace), so the default's durability is checked too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from checkpoint_mcp.errors import IN_DOUBT
+from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.sqlite import SqliteJournal
+
+from support import checkpoint_argv, done_count, effects_proxy, journal_states
+
+RELAXED = "PRAGMA synchronous=NORMAL"
+
+
+def _traced(journal: SqliteJournal) -> list[str]:
+    statements: list[str] = []
+    journal._con.set_trace_callback(statements.append)
+    return statements
+
+
+def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path: Path) -> None:
+    journal = open_journal(str(tmp_path / "j.db"))
+    assert isinstance(journal, SqliteJournal)
+    try:
+        head = journal.lineage("wf").head
+        statements = _traced(journal)
+
+        unit = journal.unit()
+        unit.reserve(head, 1, "send_email", "{}", "sig-1")
+        unit.commit(relaxed=True)  # a PENDING row: synced whatever the flag says
+        assert RELAXED not in statements
+
+        unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
+        unit.commit()  # the default: synced
+        assert RELAXED not in statements
+
+        unit.reserve(head, 2, "send_email", "{}", "sig-2")
+        unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
+        unit.commit(relaxed=True)  # outcomes next to a PENDING row: synced
+        assert RELAXED not in statements
+
+        unit.finish(head, 2, CallState.FAILED, '{"error":{}}')
+        unit.commit(relaxed=True)
+        assert statements[-1] == "PRAGMA synchronous=FULL"  # back to the default right after
+        assert statements.count(RELAXED) == 1
+    finally:
+        journal.close()
+    assert journal_states(str(tmp_path / "j.db"), "wf") == {1: CallState.COMPLETED, 2: CallState.FAILED}
+
+
+# point -> (row state after the crash, what a fresh proxy answers the same call)
+POINTS = {
+    "after_pending_commit": (CallState.PENDING, "in_doubt"),
+    "after_complete_commit": (CallState.COMPLETED, "replay"),
+}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_relaxed_proxy_killed_at_a_commit_point_never_runs_the_call_twice(tmp_path: Path, point: str) -> None:
+    journal = str(tmp_path / "relaxed.db")
+    workflow = default_workflow_id(journal)
+    effects = tmp_path / "effects.jsonl"
+    args = {"to": "crash@example.com", "subject": point}
+    state, answer = POINTS[point]
+    with effects_proxy(journal, tmp_path, "--relaxed-completions", trigger=point) as doomed:
+        doomed.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "send_email", "arguments": args, "_meta": {"checkpoint_seq": 1}},
+            }
+        )
+        assert doomed.wait() == -9
+    assert journal_states(journal, workflow) == {1: state}
+    runs = done_count(effects)
+    assert runs == (1 if state is CallState.COMPLETED else 0)
+
+    with effects_proxy(journal, tmp_path, "--relaxed-completions") as fresh:
+        reply = fresh.call("send_email", args, seq=1)
+        fresh.close()
+    assert done_count(effects) == runs  # never re-run
+    if answer == "replay":
+        assert reply["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
+    else:
+        assert reply["error"]["code"] == IN_DOUBT
+
+
+@pytest.mark.parametrize(
+    "journal_args", [(), ("--journal", "postgresql://user@localhost/db")], ids=["no journal", "postgresql"]
+)
+def test_relaxed_completions_need_an_sqlite_journal(journal_args: tuple[str, ...]) -> None:
+    done = subprocess.run(
+        checkpoint_argv("--upstream-cmd", "true", *journal_args, "--relaxed-completions"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--relaxed-completions needs an SQLite --journal" in done.stderr

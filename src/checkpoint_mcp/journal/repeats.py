@@ -16,15 +16,13 @@ then finds its PENDING row.
 from __future__ import annotations
 
 import hashlib
-from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, utc_now
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record
 
 _RANK = {CallState.COMPLETED: 0, CallState.PENDING: 1, CallState.FAILED: 2}
@@ -75,22 +73,8 @@ def signature_lock_key(root: str, signature: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class RepeatGuard:
+class RepeatGuard(Statements):
     """``reserve_unless_repeat`` over the SQL journal's connection (a mixin of ``SqlJournal``)."""
-
-    replica_id: str | None
-
-    @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (see ``SqlJournal.execute``)."""
-
-    @abstractmethod
-    def transaction(self) -> AbstractContextManager[None]:
-        """A durable write transaction (see ``SqlJournal.transaction``)."""
-
-    @abstractmethod
-    def link_txn(self, events: Sequence[Event]) -> None:
-        """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""
 
     def lock_signature(self, root: str, signature: str) -> None:
         """Make concurrent lookups of one signature in one lineage take turns, until the transaction ends.

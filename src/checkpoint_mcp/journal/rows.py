@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from checkpoint_mcp.journal.base import CallRecord, CallState
+from checkpoint_mcp.journal.chain import Event
 
 COLUMNS = (
     "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key, replica_id"
@@ -28,3 +31,22 @@ def record(row: Sequence[Any]) -> CallRecord:
         key=row[9],
         replica=row[10],
     )
+
+
+class Statements:
+    """What the SQL journal's mixins (``Settlements``, ``RepeatGuard``) need of ``SqlJournal``: its connection's
+    statements and transactions, and the hash chain's link step."""
+
+    replica_id: str | None
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (see ``SqlJournal.execute``)."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A durable write transaction (see ``SqlJournal.transaction``)."""
+
+    @abstractmethod
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""

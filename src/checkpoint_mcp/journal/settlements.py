@@ -8,36 +8,21 @@ from __future__ import annotations
 
 import json
 import socket
-from abc import abstractmethod
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from typing import Any
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import CallRecord, CallState, ResolveAction, utc_now
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record
 
 
-class Settlements:
+class Settlements(Statements):
     """``take_in_doubt`` and ``settle`` over the SQL journal's connection (a mixin of ``SqlJournal``)."""
 
-    replica_id: str | None
     replica_alive: Callable[[str], bool]  # ``Journal.replica_alive``
-
-    @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (see ``SqlJournal.execute``)."""
-
-    @abstractmethod
-    def transaction(self) -> AbstractContextManager[None]:
-        """A durable write transaction (see ``SqlJournal.transaction``)."""
-
-    @abstractmethod
-    def link_txn(self, events: Sequence[Event]) -> None:
-        """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""
 
     def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
         """Mark the in-doubt PENDING call at ``seq`` as this process's (see ``Journal.take_in_doubt``)."""

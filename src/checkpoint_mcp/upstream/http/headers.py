@@ -99,11 +99,11 @@ class McpHeaders:
     def learn(self, message: OutgoingMessage, line: bytes) -> None:
         """Remember what an answer tells about later requests' headers."""
         if message.method == "initialize":
-            result = _result(line)
+            result = result_of(line)
             if result is not None and isinstance(result.get("protocolVersion"), str):
                 self._negotiated = result["protocolVersion"]
         elif message.method == "tools/list" and b"x-mcp-header" in line:
-            result = _result(line)
+            result = result_of(line)
             if result is not None and isinstance(result.get("tools"), list):
                 self._remember_param_headers(result["tools"])
 
@@ -119,7 +119,8 @@ class McpHeaders:
                 self._param_maps[tool["name"]] = x_mcp_header_map(schema)
 
 
-def _result(line: bytes) -> dict[str, Any] | None:
+def result_of(line: bytes) -> dict[str, Any] | None:
+    """The ``result`` object of a response line; None for anything else (an error, a request, not JSON)."""
     try:
         parsed = classify(line)
     except WireParseError:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from checkpoint_mcp.upstream.http.exchange import Lost, Refused
-from checkpoint_mcp.upstream.http.headers import OutgoingMessage, read_outgoing
+from checkpoint_mcp.upstream.http.headers import OutgoingMessage, read_outgoing, result_of
 from checkpoint_mcp.wire import Kind, WireParseError, classify
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class SessionMemory:
         """Remember what an answer to ``message`` says the server now holds for this session."""
         if message.method not in ("initialize", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"):
             return
-        result = _result(line)
+        result = result_of(line)
         params = message.params if isinstance(message.params, dict) else {}
         if result is None:
             return
@@ -93,7 +93,7 @@ class SessionMemory:
         error = parsed.body.get("error") if parsed.kind is Kind.RESPONSE else None
         if isinstance(error, dict):
             return f"the remote upstream refused the new initialize: {error.get('message', error)}"
-        result = _result(answer)
+        result = result_of(answer)
         if result is None:
             return "the remote upstream's answer to the new initialize has no result"
         version = result.get("protocolVersion")
@@ -170,13 +170,4 @@ class Renewal:
 
 def succeeded(line: bytes) -> bool:
     """Whether ``line`` is a response with a result (not an error)."""
-    return _result(line) is not None
-
-
-def _result(line: bytes) -> dict[str, Any] | None:
-    try:
-        parsed = classify(line)
-    except WireParseError:
-        return None
-    result = parsed.body.get("result") if parsed.kind is Kind.RESPONSE else None
-    return result if isinstance(result, dict) else None
+    return result_of(line) is not None

@@ -1,6 +1,6 @@
 """What the `checkpoint journal …` commands share, and `checkpoint journal verify` (the hash chain's check).
 
-A thin click adapter like ``cli.py``: open the journal, make one library call, print. The audit key is read
+A thin click adapter like ``cli.main``: open the journal, make one library call, print. The audit key is read
 from the environment variable ``--audit-key-env`` names, never from the command line (where `ps` shows it).
 """
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from checkpoint_mcp import __version__
-from checkpoint_mcp.cli_journal import audit_key_option
-from checkpoint_mcp.cli_operator import journal_group
-from checkpoint_mcp.cli_policy import checked_policy, policy_group, policy_option
+from checkpoint_mcp.cli.journal import audit_key_option
+from checkpoint_mcp.cli.operator import journal_group
+from checkpoint_mcp.cli.policy import checked_policy, policy_group, policy_option
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
@@ -126,7 +126,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 
 def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     """The journaling settings of the stdio proxy and the gateway; a ``click.UsageError`` for a bad combination."""
-    from checkpoint_mcp.cli_journal import key_from
+    from checkpoint_mcp.cli.journal import key_from
     from checkpoint_mcp.config import ProxyConfig
 
     key_from(options["audit_key_env"])  # an unset variable is a usage error now, not at the first call

@@ -1,6 +1,6 @@
 """`checkpoint journal …`: the operator's commands (ls, show, resolve, export, gc, ui, reconcile, verify).
 
-Thin click adapters like ``cli.py``: open the journal, make one library call, print.
+Thin click adapters like ``cli.main``: open the journal, make one library call, print.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from checkpoint_mcp.cli_journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
-from checkpoint_mcp.cli_reconcile import journal_reconcile, settle_action_from, settle_options
+from checkpoint_mcp.cli.journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
+from checkpoint_mcp.cli.reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def journal_ui(
 
     Prints the URL, which carries a random token: without it every request is refused. Runs until Ctrl-C.
     """
-    from checkpoint_mcp.cli_journal import key_from
+    from checkpoint_mcp.cli.journal import key_from
     from checkpoint_mcp.ui.server import serve_ui
 
     try:

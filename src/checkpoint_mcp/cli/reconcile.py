@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from checkpoint_mcp.cli_policy import checked_policy
+from checkpoint_mcp.cli.policy import checked_policy
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 

@@ -37,6 +37,7 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("socket and pipe I/O (syscalls)", re.compile(r"^(_\w+Transport\.(write|_read_ready\w*|_write_ready)) ")),
     ("JSON parse (classify)", re.compile(r"^classify ")),
     ("signature", re.compile(r"^call_signature ")),
+    ("journal (SQL journal, unit of work, chain)", re.compile(r"journal/\w+\.py")),
     ("metrics (prometheus_client)", re.compile(r"prometheus_client/")),
     ("HTTP/1.1 parsing and framing (h11)", re.compile(r"h11")),
     ("HTTP/1.1 parsing (httptools)", re.compile(r"httptools")),
@@ -49,9 +50,9 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("server: guards (security.py)", re.compile(r"gateway/security\.py")),
     ("server: MCP endpoint", re.compile(r"gateway/endpoint\.py")),
     ("gateway channel and streams", re.compile(r"gateway/(channel|streams|sessions)\.py")),
-    ("interceptor and calls", re.compile(r"proxy/(interceptor|calls)\.py")),
-    ("remote upstream (remote, exchange, headers, sse)", re.compile(r"proxy/(remote|exchange|headers|sse)\.py")),
-    ("stdio relay and child", re.compile(r"proxy/(relay|child|pipes|upstream)\.py")),
+    ("interceptor and calls", re.compile(r"intercept/\w+\.py")),
+    ("remote upstream (remote, exchange, headers, sse)", re.compile(r"upstream/http/\w+\.py")),
+    ("stdio relay and child", re.compile(r"(proxy/relay|upstream/stdio/\w+)\.py")),
     ("asyncio event loop", re.compile(r"asyncio/")),
 ]
 OTHER = "other"

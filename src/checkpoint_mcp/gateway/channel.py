@@ -23,9 +23,11 @@ from typing import Any
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
-from checkpoint_mcp.intercept.interceptor import Interceptor, Join
+from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
 from checkpoint_mcp.intercept.traced import TracedInterceptor
+from checkpoint_mcp.intercept.turns import Flushed, Flushing, Join
+from checkpoint_mcp.journal.committer import Committer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import (
     Kind,
@@ -62,6 +64,17 @@ class CommitSignal:
         await self._event.wait()
 
 
+class _Commit:
+    """A batch of the journal's writes handed to the committer."""
+
+    __slots__ = ("ended", "flushing", "started")
+
+    def __init__(self, flushing: Flushing, started: float, ended: asyncio.Future[None]) -> None:
+        self.flushing = flushing
+        self.started = started
+        self.ended = ended  # done when the committer has answered
+
+
 class _Waiting:
     """A request sent upstream under ``key`` whose answer goes to ``stream``."""
 
@@ -87,13 +100,15 @@ class Channel:
         health: Callable[[str | None], None] | None = None,
         commits: CommitSignal | None = None,
         join_timeout: float = 30.0,
+        committer: Committer | None = None,
     ) -> None:
         """``unrelated`` receives server messages that belong to no request (a session's GET stream);
         ``observe`` sees each final response's parsed body with its stream (metrics); ``flushed`` each commit's
         duration;
         ``health`` hears whether the upstream works (None once it answers; why not, if it dies before that);
         ``commits`` is shared by the channels of one process, so a re-sent call on one joins its original on
-        another, for up to ``join_timeout`` seconds."""
+        another, for up to ``join_timeout`` seconds; ``committer``: the thread that commits the journal writes
+        (None: they are committed on the event loop)."""
         self.name = name
         self._interceptor = interceptor
         self._upstream = upstream
@@ -109,6 +124,8 @@ class Channel:
         self._progress: dict[tuple[str, Any] | None, Stream] = {}
         self._next_alias = 0
         self._flush_scheduled = False
+        self._committer = committer
+        self._committing: _Commit | None = None
         self._commits = commits or CommitSignal()
         self._join_timeout = join_timeout
         self._joining: dict[tuple[str, Any], asyncio.Task[None]] = {}
@@ -288,6 +305,7 @@ class Channel:
 
     async def _after_death(self) -> None:
         status = await self._upstream.died()
+        await self._settled()
         self._flush()
         self._end(status)
         if not self._heard and self._health is not None:
@@ -306,13 +324,61 @@ class Channel:
     # ---- journal commits ----------------------------------------------------------------------------------
 
     def _schedule_flush(self) -> None:
-        if not self._flush_scheduled and self._interceptor.needs_flush:
+        if not self._flush_scheduled and self._committing is None and self._interceptor.needs_flush:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._begin_flush)
+
+    def _begin_flush(self) -> None:
+        """Once per loop turn: hand this turn's journal writes to the committer; what waits for them is released
+        when it says they are durable (``_committed``), and the writes of the turns meanwhile go in the next
+        commit. Without a running committer (or with nothing to write), the flush happens here and now."""
+        self._flush_scheduled = False
+        committer = self._committer
+        if committer is None or not committer.running or self._committing is not None or self.closed.is_set():
+            if self._committing is None:
+                self._flush()
+            return
+        if not self._interceptor.needs_flush:
+            return
+        started = time.perf_counter()
+        try:
+            flushing = self._interceptor.begin_flush()
+        except Exception:
+            logger.exception("internal error while committing the journal")
+            return
+        if flushing.batch is None:
+            self._release(self._interceptor.end_flush(flushing, None), started)
+            return
+        commit = _Commit(flushing, started, asyncio.get_running_loop().create_future())
+        self._committing = commit
+        try:
+            committer.submit(flushing.batch, lambda error: self._committed(commit, error))
+        except Exception as exc:
+            self._committed(commit, exc)
+
+    def _committed(self, commit: _Commit, error: BaseException | None) -> None:
+        """The committer wrote (or failed to write) a batch: release (or refuse) what waited for it."""
+        self._committing = None
+        if not commit.ended.done():
+            commit.ended.set_result(None)
+        try:
+            flushed = self._interceptor.end_flush(commit.flushing, error)
+        except Exception:
+            logger.exception("internal error while committing the journal")
+        else:
+            self._release(flushed, commit.started)
+        self._schedule_flush()
+
+    async def _settled(self) -> None:
+        """Return once no commit is under way (the committer answers every batch, or fails them all if it dies)."""
+        while self._committing is not None:
+            await asyncio.shield(self._committing.ended)
 
     def _flush(self) -> None:
+        """Commit on the event loop, now (at the end, or without a running committer); never while the committer
+        has a batch of this channel (``_settled`` first)."""
         self._flush_scheduled = False
-        if not self._interceptor.needs_flush:
+        if self._committing is not None or not self._interceptor.needs_flush:
             return
         started = time.perf_counter()
         try:
@@ -320,6 +386,9 @@ class Channel:
         except Exception:
             logger.exception("internal error while committing the journal")
             return
+        self._release(flushed, started)
+
+    def _release(self, flushed: Flushed, started: float) -> None:
         if self._flushed is not None:
             self._flushed(time.perf_counter() - started)
         self._commits.notify()
@@ -419,6 +488,7 @@ class Channel:
             return
         self.closed.set()
         status = await self._upstream.shutdown()
+        await self._settled()
         self._flush()
         self._end(reason if self._waiting else status)
 

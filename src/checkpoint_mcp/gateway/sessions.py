@@ -30,6 +30,7 @@ from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.calls import CallJournal
 from checkpoint_mcp.intercept.traced import traced
 from checkpoint_mcp.journal.base import CallState, Journal, Ownership
+from checkpoint_mcp.journal.committer import Committer
 from checkpoint_mcp.journal.replicas import ReplicaPresence
 from checkpoint_mcp.telemetry import OFF, Telemetry, peer
 from checkpoint_mcp.upstream.base import Upstream
@@ -93,6 +94,8 @@ class Gateway:
         self._new_upstream = upstream_factory
         self._workflows: dict[str, _Workflow] = {}
         self._commits = CommitSignal()
+        self._committer = Committer(journal) if journal is not None else None
+        """Commits every channel's journal writes on a thread of its own, so the loop never waits for a commit."""
         self.sessions: dict[str, Session] = {}
         self.channels: dict[str, Channel] = {}  # 2026-07-28: workflow -> channel
         self._opening: dict[str, asyncio.Lock] = {}
@@ -173,6 +176,7 @@ class Gateway:
             health=self._upstream_health,
             commits=self._commits,
             join_timeout=self.config.join_timeout,
+            committer=self._committer,
         )
         await channel.start()
         return channel
@@ -252,6 +256,11 @@ class Gateway:
             notify = self._commits.notify
             self.presence = self.journal.register_replica(lambda: loop.call_soon_threadsafe(notify))
             logger.info("replica %s of the journal %s", self.journal.replica_id, self.journal.location)
+        if self._committer is not None:
+            try:
+                self._committer.start()
+            except JournalError as exc:  # the channels then commit on the event loop, as they can
+                logger.warning("%s; committing on the event loop", exc)
         self._reaper = loop.create_task(self._reap())
 
     async def _reap(self) -> None:
@@ -297,6 +306,8 @@ class Gateway:
         self.sessions.clear()
         self.channels.clear()
         await asyncio.gather(*(channel.close() for channel in channels), return_exceptions=True)
+        if self._committer is not None:
+            await self._committer.close()  # every channel's last commit has ended (``Channel.close`` waits for it)
         for workflow in self._workflows.values():
             if workflow.ownership is not None:
                 with contextlib.suppress(JournalError):

@@ -421,9 +421,10 @@ class CallJournal:
             self._running.pop((claimed.workflow, claimed.seq), None)
             self._withdraw(claimed)
 
-    def committed(self) -> None:
-        """The unit of work committed: its branch (if it forked) is now where calls go."""
-        self._committed_lineage = self._lineage
+    def committed(self, lineage: Lineage | None = None) -> None:
+        """The unit of work committed: its branch (if it forked) is now where calls go. ``lineage``: where calls
+        went when its batch was taken (a later batch, still uncommitted, may have forked since)."""
+        self._committed_lineage = lineage if lineage is not None else self._lineage
 
     def rolled_back(self, claims: list[Claimed]) -> None:
         """The unit of work failed: forget its reservations and any branch it started."""

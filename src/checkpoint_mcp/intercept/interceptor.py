@@ -12,7 +12,7 @@ live in ``calls.py``.
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.config import ProxyConfig
@@ -41,6 +41,7 @@ from checkpoint_mcp.intercept.messages import (
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle import idempotency_key, unanswered, with_key_argument
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
+from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
 from checkpoint_mcp.wire import (
     Kind,
@@ -53,35 +54,6 @@ from checkpoint_mcp.wire import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-class Join(NamedTuple):
-    """A tools/call that matches one in flight here: re-submit ``line`` once that one's outcome is committed, or
-    answer ``refusal`` (still in flight) when the join times out. Only where joins are enabled (a gateway)."""
-
-    line: bytes
-    refusal: bytes
-    workflow: str
-    seq: int
-
-
-class ClientBatch:
-    """What can be written at once after one batch of client lines, in order (the rest waits for ``flush``)."""
-
-    __slots__ = ("joins", "to_client", "to_upstream")
-
-    def __init__(self) -> None:
-        self.to_upstream: list[bytes] = []
-        self.to_client: list[bytes] = []
-        self.joins: list[Join] = []
-
-
-class Flushed(NamedTuple):
-    """What ``flush`` released, once the journal writes it waited for were durable."""
-
-    to_upstream: list[bytes]
-    to_client: list[bytes]
-    journaled: bool  # ``to_upstream`` holds calls whose PENDING rows were just committed
 
 
 class Interceptor:
@@ -114,6 +86,7 @@ class Interceptor:
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
         self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
+        self._flushing: Flushing | None = None  # a batch being committed elsewhere (a committer thread)
 
     @property
     def needs_flush(self) -> bool:
@@ -163,7 +136,12 @@ class Interceptor:
                 del upward[forwarded:]
                 del out.to_client[answered:]
                 out.to_client.extend(internal_error_replies([line]))
-        if self._held_up or any(entry is not None for _, entry in upward):
+        flushing = self._flushing
+        if (
+            self._held_up
+            or (flushing is not None and flushing.held_up)
+            or any(entry is not None for _, entry in upward)
+        ):
             self._held_up.extend(upward)
         else:
             out.to_upstream.extend(line for line, _ in upward)
@@ -213,22 +191,51 @@ class Interceptor:
         lines that waited for them. A call whose PENDING row could not be written is answered with an error
         instead of being forwarded; an answer whose COMPLETE could not be written is forwarded anyway (its row
         stays PENDING: in doubt, never re-run)."""
+        flushing = self.begin_flush()
+        error: BaseException | None = None
+        if flushing.batch is not None:
+            assert self._journal is not None
+            try:
+                self._journal.write_batches([flushing.batch])
+            except Exception as exc:
+                error = exc
+        return self.end_flush(flushing, error)
+
+    def begin_flush(self) -> Flushing:
+        """``flush`` in two steps, for a pump that commits on another thread: take the pending writes and the
+        lines waiting for them; write ``batch`` (``Journal.write_batches``) anywhere; then ``end_flush``. Until
+        then the lines that arrive behind the held ones wait too, and only one flush may be begun at a time."""
+        assert self._flushing is None, "a flush is already under way"
         held_up, self._held_up = self._held_up, []
         held_down, self._held_down = self._held_down, []
-        reserved = [entry for _, entry in held_up if entry is not None]
-        finishing = self._finishing
-        self._finishing = []
-        try:
-            if self._unit is not None:
-                self._unit.commit(relaxed=self._config.relaxed_completions)
-        except JournalError as exc:
-            self._note(exc)
-            return self._failed_flush(held_up, held_down, reserved, finishing, str(exc))
-        except Exception as exc:  # a bug of ours: the held lines must still be answered or delivered
-            logger.exception("internal error while committing the journal")
-            return self._failed_flush(held_up, held_down, reserved, finishing, f"internal error: {exc}")
+        finishing, self._finishing = self._finishing, []
+        batch = self._unit.take(relaxed=self._config.relaxed_completions) if self._unit is not None else None
+        lineage = self._calls.lineage if self._calls is not None else None
+        flushing = Flushing(held_up, held_down, finishing, batch, lineage)
+        if batch is not None:
+            self._flushing = flushing
+        return flushing
+
+    def end_flush(self, flushing: Flushing, error: BaseException | None) -> Flushed:
+        """The batch of ``flushing`` was written (``error`` None) or not: release, or refuse, what waited for it."""
+        if flushing.batch is not None:
+            self._flushing = None
+            assert self._unit is not None
+            self._unit.settled(flushing.batch)
+        held_up, held_down, reserved, finishing = (
+            flushing.held_up,
+            flushing.held_down,
+            flushing.reserved,
+            flushing.finishing,
+        )
+        if isinstance(error, JournalError):
+            self._note(error)
+            return self._failed_flush(held_up, held_down, reserved, finishing, str(error))
+        if error is not None:  # a bug of ours: the held lines must still be answered or delivered
+            logger.error("internal error while committing the journal", exc_info=error)
+            return self._failed_flush(held_up, held_down, reserved, finishing, f"internal error: {error}")
         if self._calls is not None:
-            self._calls.committed()
+            self._calls.committed(flushing.lineage)
             for claimed in finishing:
                 self._calls.finished(claimed)  # only now: until its outcome is durable, a re-sent call joins it
         if reserved:
@@ -435,7 +442,7 @@ class Interceptor:
         bad byte becomes U+FFFD): as it came, no client could read it.
         """
         lines = utf8_lines(lines)
-        if not self._in_flight and not self._held_down:
+        if not self._in_flight and not self._held_down and self._flushing is None:
             return lines
         out: list[bytes] = []
         for line in lines:
@@ -474,7 +481,8 @@ class Interceptor:
         return out
 
     def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
-        if waits or self._held_down:
+        flushing = self._flushing
+        if waits or self._held_down or (flushing is not None and flushing.held_down):
             self._held_down.append(line)
         else:
             out.append(line)

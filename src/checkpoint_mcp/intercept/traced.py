@@ -14,7 +14,8 @@ from typing import Any
 
 from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.intercept.calls import CallJournal
-from checkpoint_mcp.intercept.interceptor import ClientBatch, Flushed, Interceptor
+from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import CallTrace
 
@@ -47,12 +48,16 @@ class TracedInterceptor(Interceptor):
         self.trace.to_client(out.to_client)
         return out
 
-    def flush(self) -> Flushed:
-        """See ``Interceptor.flush``."""
-        committing = self._unit is not None and not self._unit.empty
-        start = time.time_ns()
-        flushed = super().flush()
-        commit = (start, time.time_ns()) if committing else None
+    def begin_flush(self) -> Flushing:
+        """See ``Interceptor.begin_flush`` (``flush`` goes through it too)."""
+        flushing = super().begin_flush()
+        flushing.started_ns = time.time_ns()
+        return flushing
+
+    def end_flush(self, flushing: Flushing, error: BaseException | None) -> Flushed:
+        """See ``Interceptor.end_flush``: the lines it releases waited for the commit that began with the flush."""
+        flushed = super().end_flush(flushing, error)
+        commit = (flushing.started_ns, time.time_ns()) if flushing.batch is not None else None
         self.trace.to_upstream(flushed.to_upstream, commit)
         self.trace.to_client(flushed.to_client, commit)
         return flushed

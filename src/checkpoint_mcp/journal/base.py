@@ -232,6 +232,15 @@ def utc_now() -> str:
     return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
+class Batch(NamedTuple):
+    """The writes a unit of work gave up for one commit (``UnitOfWork.take``), written by ``Journal.write_batch``
+    on any connection to the journal (a committer thread's, say), then handed back to ``UnitOfWork.settled``."""
+
+    groups: list[Any]  # the statements, in the journal's own form
+    durable: bool  # False: outcomes only, under ``--relaxed-completions``
+    overlay: Any  # what the unit keeps showing to reads until the batch is settled
+
+
 class UnitOfWork(ABC):
     """The journal writes of one turn of the proxy, made durable together by ``commit``.
 
@@ -295,6 +304,19 @@ class UnitOfWork(ABC):
     @abstractmethod
     def rollback_to(self, mark: int) -> None:
         """Forget the writes recorded since ``mark`` (they were never sent anywhere)."""
+
+    @abstractmethod
+    def take(self, relaxed: bool = False) -> Batch | None:
+        """Everything recorded, as one batch to write, and start over empty (None when nothing is recorded).
+
+        Until ``settled``, reads still see the batch's rows (its commit may be running on another thread), and
+        new writes accumulate for the next batch. ``relaxed`` as for ``commit``.
+        """
+
+    @abstractmethod
+    def settled(self, batch: Batch) -> None:
+        """``batch`` was written, or failed: reads stop seeing its rows in this unit (now they are in the journal,
+        or nowhere)."""
 
     @abstractmethod
     def commit(self, relaxed: bool = False) -> None:
@@ -381,6 +403,21 @@ class Journal(ABC):
     @abstractmethod
     def unit(self) -> UnitOfWork:
         """An empty unit of work: the writes of several calls made durable by one commit (group commit)."""
+
+    @abstractmethod
+    def write_batches(self, batches: Sequence[Batch]) -> None:
+        """Write the batches taken from units (here or in another process) in one transaction, durably unless
+        every one is relaxed.
+
+        Raises:
+            JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
+            JournalLost: the journal is gone for good.
+        """
+
+    @abstractmethod
+    def reopening(self) -> tuple[str, bytes | None, str | None]:
+        """What another process needs to open this journal as this one writes to it: the location (with its
+        credentials: never put it in an argv or a log), the audit key and the replica identity."""
 
     @abstractmethod
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:

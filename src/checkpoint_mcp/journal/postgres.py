@@ -488,6 +488,10 @@ class PostgresJournal(SqlJournal):
                 self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
             return not free
 
+    def reopening(self) -> tuple[str, bytes | None, str | None]:
+        """The database's URL (with its password), the audit key, and this replica's identity (its NOTIFYs)."""
+        return self._url, self.audit_key, self.replica_id
+
     def close(self) -> None:
         """Close the connection (which releases every advisory lock it held)."""
         if self._conn is not None and not self._conn.closed:

@@ -12,12 +12,13 @@ import hashlib
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import audit, chain
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
+    Batch,
     Branch,
     CallRecord,
     CallState,
@@ -171,6 +172,8 @@ class _SqlUnit(UnitOfWork):
         self._rows: dict[tuple[str, int], CallRecord] = {}
         self._keys: dict[tuple[str, str], CallRecord] = {}
         self._branches: dict[str, int] = {}
+        # The overlays of batches taken but not yet settled (their commit may be running on another thread).
+        self._taken: list[_Overlay] = []
 
     @property
     def empty(self) -> bool:
@@ -204,9 +207,28 @@ class _SqlUnit(UnitOfWork):
         with self._j.reading():
             return self._j.execute(sql, params).fetchone()
 
+    def _pending_row(self, key: tuple[str, int]) -> CallRecord | None:
+        found = self._rows.get(key)
+        for overlay in reversed(self._taken) if found is None else ():
+            found = overlay.rows.get(key)
+            if found is not None:
+                break
+        return found
+
+    def _pending_key(self, key: tuple[str, str]) -> CallRecord | None:
+        found = self._keys.get(key)
+        for overlay in reversed(self._taken) if found is None else ():
+            found = overlay.keys.get(key)
+            if found is not None:
+                break
+        return found
+
+    def _branch_count(self, root: str) -> int:
+        return self._branches.get(root, 0) + sum(overlay.branches.get(root, 0) for overlay in self._taken)
+
     def read(self, lineage: Lineage, seq: int) -> CallRecord | None:
         branch = lineage.branch_at(seq)
-        pending = self._rows.get((branch.workflow, seq))
+        pending = self._pending_row((branch.workflow, seq))
         if pending is not None:
             return pending
         row = self._one(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (branch.workflow, seq))
@@ -214,7 +236,7 @@ class _SqlUnit(UnitOfWork):
 
     def read_key(self, lineage: Lineage, key: str) -> CallRecord | None:
         for branch, start, limit in lineage.ranges():
-            pending = self._keys.get((branch.workflow, key))
+            pending = self._pending_key((branch.workflow, key))
             if pending is not None and pending.seq >= start and (limit is None or pending.seq < limit):
                 return pending
             sql = f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND idempotency_key = ? AND seq >= ?"
@@ -228,7 +250,8 @@ class _SqlUnit(UnitOfWork):
         return None
 
     def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
-        return find_repeat(self._one, COLUMNS, _record, self._rows.values(), lineage, signature, since)
+        rows = [*self._rows.values(), *(row for overlay in self._taken for row in overlay.rows.values())]
+        return find_repeat(self._one, COLUMNS, _record, rows, lineage, signature, since)
 
     def reserve(
         self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
@@ -253,7 +276,7 @@ class _SqlUnit(UnitOfWork):
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
         count = self._one("SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,))[0]
-        count = int(count) + self._branches.get(root, 0)
+        count = int(count) + self._branch_count(root)
         self._branches[root] = self._branches.get(root, 0) + 1
         name = f"{root}~{count + 1}"
         now = utc_now()
@@ -265,23 +288,48 @@ class _SqlUnit(UnitOfWork):
         text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
         self._ops.append((EVENT, (), Event(workflow, kind, seq, text, utc_now())))
 
-    def commit(self, relaxed: bool = False) -> None:
+    def take(self, relaxed: bool = False) -> Batch | None:
         ops, self._ops = self._ops, []
-        self._rows.clear()
-        self._keys.clear()
-        self._branches.clear()
         if not ops:
+            return None
+        overlay = _Overlay(self._rows, self._keys, self._branches)
+        self._rows, self._keys, self._branches = {}, {}, {}
+        self._taken.append(overlay)
+        groups = grouped(ops)
+        return Batch(groups, not relaxed or any(group[0] is not FINISH_CALL for group in groups), overlay)
+
+    def settled(self, batch: Batch) -> None:
+        self._taken = [overlay for overlay in self._taken if overlay is not batch.overlay]
+
+    def commit(self, relaxed: bool = False) -> None:
+        batch = self.take(relaxed)
+        if batch is None:
             return
-        # Consecutive statements of one kind go in one executemany; the order of kinds is kept (a branch row
-        # before the calls reserved on it).
-        groups: list[Group] = []
-        for sql, params, event in ops:
-            if groups and groups[-1][0] is sql:
-                groups[-1][1].append(params)
-                groups[-1][2].append(event)
-            else:
-                groups.append((sql, [params], [event]))
-        self._j.write(groups, durable=not relaxed or any(group[0] is not FINISH_CALL for group in groups))
+        try:
+            self._j.write(batch.groups, durable=batch.durable)
+        finally:
+            self.settled(batch)
+
+
+class _Overlay(NamedTuple):
+    """The rows a taken batch creates, shown to reads until it is settled."""
+
+    rows: dict[tuple[str, int], CallRecord]
+    keys: dict[tuple[str, str], CallRecord]
+    branches: dict[str, int]
+
+
+def grouped(ops: Sequence[Op]) -> list[Group]:
+    """Consecutive statements of one kind in one group (one executemany); the order of kinds is kept (a branch
+    row before the calls reserved on it)."""
+    groups: list[Group] = []
+    for sql, params, event in ops:
+        if groups and groups[-1][0] is sql:
+            groups[-1][1].append(params)
+            groups[-1][2].append(event)
+        else:
+            groups.append((sql, [params], [event]))
+    return groups
 
 
 class SqlJournal(Settlements, RepeatGuard, Journal):
@@ -370,6 +418,12 @@ class SqlJournal(Settlements, RepeatGuard, Journal):
     def unit(self) -> UnitOfWork:
         """An empty unit of work on this journal."""
         return _SqlUnit(self)
+
+    def write_batches(self, batches: Sequence[Batch]) -> None:
+        """One transaction for every batch's statements, in order (group commit across units)."""
+        groups = [group for batch in batches for group in batch.groups]
+        if groups:
+            self.write(groups, durable=any(batch.durable for batch in batches))
 
     # ---- lineage ------------------------------------------------------------------------------------------
 

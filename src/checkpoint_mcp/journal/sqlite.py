@@ -302,6 +302,10 @@ class SqliteJournal(SqlJournal):
         finally:
             os.close(fd)
 
+    def reopening(self) -> tuple[str, bytes | None, str | None]:
+        """This file, and the audit key (no replicas on SQLite)."""
+        return self.path, self.audit_key, None
+
     def close(self) -> None:
         """Close the connection."""
         self._con.close()

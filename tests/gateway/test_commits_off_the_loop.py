@@ -1,0 +1,64 @@
+"""`checkpoint serve` commits on a thread of its own: a commit that waits never stops the gateway.
+
+The journal's write lock is held by another connection (as a slow disk or a busy database would hold a commit);
+the journaled call waits for its PENDING row, unsent, while the gateway keeps answering other workflows; once the
+lock is released the call runs once and is journaled.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sqlite3
+import time
+from pathlib import Path
+
+from checkpoint_mcp.journal.base import CallState
+from gatewayproc import MODERN, effects_gateway, modern_call, request
+
+from support import DEFAULT_TIMEOUT, done_count, journal_states
+
+HELD_SECONDS = 3.0  # the lock is held this long; SQLite's busy timeout (5 s) outlasts it
+
+
+def tools_list(port: int, workflow: str) -> float:
+    """Seconds a tools/list on ``workflow`` took."""
+    started = time.monotonic()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    body["params"]["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    reply = request(port, "POST", f"/w/{workflow}/mcp", body, MODERN)
+    assert reply.status == 200, reply.body
+    assert "tools" in reply.message()["result"]
+    return time.monotonic() - started
+
+
+def test_a_commit_waiting_for_the_journal_lock_does_not_stop_the_gateway(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.db")
+    effects = tmp_path / "effects.jsonl"
+    with effects_gateway(tmp_path, "--journal", journal) as gateway:
+        port = gateway.port
+        first = request(port, "POST", "/w/a/mcp", modern_call(1, "send_email", {"to": "ann"}), MODERN)
+        assert first.status == 200
+        assert "result" in first.message()
+        tools_list(port, "b")  # the second workflow's upstream is running before the lock is taken
+        blocker = sqlite3.connect(journal, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the journal's write lock, held by someone else
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                call = modern_call(2, "send_email", {"to": "bob"})
+                waiting = pool.submit(request, port, "POST", "/w/a/mcp", call, MODERN, DEFAULT_TIMEOUT)
+                time.sleep(0.5)
+                # The call's PENDING row cannot be committed, so the upstream has not seen it...
+                assert not waiting.done()
+                assert done_count(effects) == 1
+                # ...and yet the gateway answers another workflow at once.
+                assert tools_list(port, "b") < HELD_SECONDS / 2
+                assert not waiting.done()
+                time.sleep(max(0.0, HELD_SECONDS - 0.5 - 0.1))
+                blocker.execute("ROLLBACK")
+                answer = waiting.result(timeout=DEFAULT_TIMEOUT)
+        finally:
+            blocker.close()
+        assert answer.status == 200, answer.body
+        assert "result" in answer.message(), answer.body
+    assert done_count(effects) == 2
+    assert journal_states(journal, "a") == {1: CallState.COMPLETED, 2: CallState.COMPLETED}

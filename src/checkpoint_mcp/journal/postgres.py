@@ -36,6 +36,7 @@ from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
+from checkpoint_mcp.journal.sequences import SequenceBlocks
 from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 try:
@@ -94,6 +95,12 @@ def lock_key(root: str) -> int:
 
 
 _LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
+_TAKE_BLOCK = (
+    "SET LOCAL synchronous_commit TO OFF;"
+    " UPDATE workflows SET next_seq = greatest(next_seq,"
+    " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + %s"
+    " WHERE workflow_id = %s RETURNING next_seq"
+)
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,6 +155,7 @@ class PostgresJournal(SqlJournal):
         self._owned: dict[str, OwnerInfo] = {}
         self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
+        self._sequences = SequenceBlocks(self._take_block)
         self._connect()
         try:
             self._prepare(create)
@@ -204,6 +212,7 @@ class PostgresJournal(SqlJournal):
                 logger.warning("journal connection lost; reconnect attempt %d failed: %s", attempt, last)
                 continue
             logger.warning("reconnected to the journal %s after %.1fs", self.location, time.monotonic() - started)
+            self._sequences.forget()
             for root in owned:
                 if not self._try_lock(root):
                     del self._owned[root]
@@ -457,25 +466,43 @@ class PostgresJournal(SqlJournal):
         return presence
 
     def allocate_seq(self, workflow: str) -> int | None:
-        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence.
+        """For a replica: a sequence of the workflow's shared counter, from a block this replica took (see
+        ``sequences``: blocks of 1 to 64 by the pace of the calls, so a slow workflow keeps small gaps).
 
-        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): a step lost in a
-        database crash is taken again past the highest sequence committed, and a sequence that was handed out but
-        whose reservation never committed holds nothing.
+        Raises:
+            JournalUnavailable: the counter could not be stepped (nothing was handed out).
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
         if self.replica_id is None:
             return None
-        with self.transaction():
-            self._conn.execute("SET LOCAL synchronous_commit TO OFF")
-            row = self._conn.execute(
-                "UPDATE workflows SET next_seq = greatest(next_seq,"
-                " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + 1"
-                " WHERE workflow_id = %s RETURNING next_seq",
-                (workflow, workflow),
-            ).fetchone()
-        if row is None:
-            return None
-        return int(row[0])
+        return self._sequences.next(workflow)
+
+    def _take_block(self, workflow: str, size: int) -> int | None:
+        """One atomic step of ``workflow``'s counter by ``size``, past every committed sequence: the block's last
+        sequence (None: no such workflow), in one round trip (a query of two statements, which PostgreSQL runs as
+        one implicit transaction, so ``SET LOCAL`` applies to it).
+
+        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): WAL is flushed in
+        order, so it is durable once any reservation from its block commits; a step lost in a database crash
+        is taken again past the highest sequence committed (this replica forgets its blocks on reconnecting),
+        and a sequence handed out whose reservation never committed holds nothing. A connection found dead is
+        replaced once and the step sent again: a step that did run meanwhile only leaves a gap.
+        """
+        assert psycopg is not None
+        self._ensure_connected()
+        for attempt in (1, 2):
+            try:
+                with self._translated("allocate a sequence in"), psycopg.ClientCursor(self._conn) as cursor:
+                    cursor.execute(_TAKE_BLOCK, (workflow, size, workflow))
+                    cursor.nextset()
+                    row = cursor.fetchone()
+                return int(row[0]) if row else None
+            except JournalUnavailable:
+                if attempt == 2 or not self._conn.broken:
+                    raise
+                logger.warning("the journal connection was lost; reconnecting")
+                self._ensure_connected()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def replica_alive(self, replica_id: str) -> bool:
         """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""

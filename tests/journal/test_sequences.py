@@ -14,7 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from checkpoint_mcp.errors import JournalUnavailable
+from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import PostgresJournal
 from checkpoint_mcp.journal.sequences import BLOCK_MAX, BLOCK_SECONDS, SequenceBlocks
 from pgserver import PgServer
@@ -184,3 +187,51 @@ def test_a_replica_that_lost_its_connection_forgets_its_blocks(pg_server: PgServ
     finally:
         a.close()
         b.close()
+
+
+def test_a_reservation_and_its_finish_commit_in_three_round_trips_each(pg_url: str) -> None:
+    journal = _replica(pg_url, "a")
+    try:
+        seq = journal.allocate_seq("wf")
+        assert seq is not None
+        unit = journal.unit()
+        unit.reserve("wf", seq, "send_email", "{}", "sig")
+        with _round_trips(journal) as reserved:
+            unit.commit()
+        unit.finish("wf", seq, CallState.COMPLETED, '{"content": []}')
+        with _round_trips(journal) as finished:
+            unit.commit()
+    finally:
+        journal.close()
+    # BEGIN alone; the statements with the chain's lock and head; the links, NOTIFY and COMMIT.
+    assert reserved == finished == [3]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT state FROM calls WHERE workflow_id = 'wf'").fetchall() == [("COMPLETED",)]
+        kinds = conn.execute("SELECT kind FROM events WHERE workflow_id = 'wf' ORDER BY id").fetchall()
+    assert [k for (k,) in kinds][-2:] == ["reserved", "completed"]
+
+
+def test_a_write_that_fails_in_its_pipeline_is_rolled_back_and_the_next_one_works(pg_url: str) -> None:
+    journal = _replica(pg_url, "a")
+    try:
+        unit = journal.unit()
+        unit.reserve("wf", 1, "send_email", "{}", "sig")
+        unit.commit()
+        unit.reserve("wf", 2, "send_email", "{}", "sig")
+        unit.reserve("wf", 1, "send_email", "{}", "other")  # taken: the whole transaction fails
+        with pytest.raises(JournalUnavailable):
+            unit.commit()
+        unit.reserve("wf", 3, "send_email", "{}", "sig")
+        unit.commit()
+    finally:
+        journal.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT seq FROM calls WHERE workflow_id = 'wf' ORDER BY seq").fetchall() == [(1,), (3,)]
+    verified = subprocess.run(
+        checkpoint_argv("journal", "verify", "--journal", pg_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -12,6 +12,7 @@ and the proxy exits. The URL's password never appears in a log line or an error.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -33,11 +34,11 @@ from checkpoint_mcp.errors import (
 )
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.sequences import SequenceBlocks
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 try:
     import psycopg
@@ -95,6 +96,7 @@ def lock_key(root: str) -> int:
 
 
 _LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
+_HEAD = chain.HEAD.replace("?", "%s")
 _TAKE_BLOCK = (
     "SET LOCAL synchronous_commit TO OFF;"
     " UPDATE workflows SET next_seq = greatest(next_seq,"
@@ -317,14 +319,76 @@ class PostgresJournal(SqlJournal):
         notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a waiter never reads the row
         before it is durable).
 
+        Three round trips: BEGIN alone (so a connection found dead there is replaced, nothing sent yet); then,
+        pipelined, the statements and each event's workflow locked and its chain's head read (``chain_heads``'s
+        order: a head is read only once its lock is held); then, pipelined, the links, the NOTIFY and COMMIT. A
+        failure anywhere rolls the transaction back, as an error inside ``transaction`` would.
+
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
             JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
-        with self.transaction():
-            self.write_txn(groups)
-            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
-                self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+        notify = self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups)
+        self._ensure_connected()
+        transaction = self._begin()
+        committing = False
+        with self._translated("write"):
+            try:
+                with self._conn.pipeline() as pipeline:
+                    queued = self._queue_statements(groups)
+                    workflows = sorted({event.workflow for event, _ in queued})
+                    locks = [
+                        (self._conn.execute(_LOCK_WORKFLOW, (w,)), self._conn.execute(_HEAD, (w,))) for w in workflows
+                    ]
+                    pipeline.sync()
+                    events = [event for event, cursor in queued if cursor is None or cursor.rowcount > 0]
+                    heads = self._heads_read(workflows, locks)
+                    if events:
+                        self.insert_links(chain.append(events, self.audit_key, lambda _: heads))
+                    if notify:
+                        self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+                    committing = True
+                    transaction.__exit__(None, None, None)  # COMMIT, sent with the rest as the pipeline ends
+            except BaseException as exc:
+                self._abandon(transaction, exc, committing)
+                raise
+
+    def _queue_statements(self, groups: list[Group]) -> list[tuple[Event, Any]]:
+        """Queue ``groups``' statements in the pipeline; each event, with the cursor of the finish it records (its
+        event counts only if the finish changed a row: a call an operator resolved meanwhile stays as it is)."""
+        queued: list[tuple[Event, Any]] = []
+        for sql, rows, events in groups:
+            if sql is FINISH_CALL:
+                for params, event in zip(rows, events, strict=True):
+                    cursor = self._conn.execute(_dialect(sql), params)
+                    if event is not None:
+                        queued.append((event, cursor))
+                continue
+            if sql is not EVENT:
+                self._conn.cursor().executemany(_dialect(sql), rows)
+            queued.extend((event, None) for event in events if event is not None)
+        return queued
+
+    def _heads_read(self, workflows: list[str], locks: list[tuple[Any, Any]]) -> dict[str, str]:
+        """The chain heads the pipeline read; a workflow the journal has not seen is created, locked, then read."""
+        heads: dict[str, str] = {}
+        for workflow, (lock, read) in zip(workflows, locks, strict=True):
+            head = read
+            if lock.fetchone() is None:
+                self.lock_workflow(workflow)
+                head = self._conn.execute(_HEAD, (workflow,))
+            row = head.fetchone()
+            heads[workflow] = row[0] if row else ""
+        return heads
+
+    def _abandon(self, transaction: _Entered, exc: BaseException, committing: bool) -> None:
+        """Roll back a write that failed: before its COMMIT was queued, as ``transaction`` would; after, the
+        pipeline skipped the COMMIT and left the transaction aborted, so ROLLBACK (on a live connection)."""
+        if not committing:
+            transaction.__exit__(type(exc), exc, exc.__traceback__)
+        elif not self._conn.broken and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("ROLLBACK")
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany (pipelined by psycopg) on the journal's connection."""

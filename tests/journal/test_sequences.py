@@ -189,7 +189,7 @@ def test_a_replica_that_lost_its_connection_forgets_its_blocks(pg_server: PgServ
         b.close()
 
 
-def test_a_reservation_and_its_finish_commit_in_three_round_trips_each(pg_url: str) -> None:
+def test_a_reservation_and_its_finish_commit_in_two_round_trips_each(pg_url: str) -> None:
     journal = _replica(pg_url, "a")
     try:
         seq = journal.allocate_seq("wf")
@@ -203,8 +203,8 @@ def test_a_reservation_and_its_finish_commit_in_three_round_trips_each(pg_url: s
             unit.commit()
     finally:
         journal.close()
-    # BEGIN alone; the statements with the chain's lock and head; the links, NOTIFY and COMMIT.
-    assert reserved == finished == [3]
+    # BEGIN, the statements, the chain's lock and head; then the links, NOTIFY and COMMIT.
+    assert reserved == finished == [2]
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT state FROM calls WHERE workflow_id = 'wf'").fetchall() == [("COMPLETED",)]
         kinds = conn.execute("SELECT kind FROM events WHERE workflow_id = 'wf' ORDER BY id").fetchall()
@@ -235,3 +235,17 @@ def test_a_write_that_fails_in_its_pipeline_is_rolled_back_and_the_next_one_work
         check=False,
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_write_that_finds_its_connection_dead_is_sent_again_on_a_new_one(pg_server: PgServer, pg_url: str) -> None:
+    journal = _replica(pg_url, "a")
+    try:
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (journal._conn.info.backend_pid,))
+        unit = journal.unit()
+        unit.reserve("wf", 1, "send_email", "{}", "sig")
+        unit.commit()
+    finally:
+        journal.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT seq, state FROM calls WHERE workflow_id = 'wf'").fetchall() == [(1, "PENDING")]

@@ -19,9 +19,9 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from checkpoint_mcp.errors import (
@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 APPLICATION = "checkpoint-journal"
 CONNECT_TIMEOUT_SECONDS = 5
@@ -292,6 +293,24 @@ class PostgresJournal(SqlJournal):
         with self._translated("write"), transaction:
             yield
 
+    def _once_more_if_dead(self, step: Callable[[], _T]) -> _T:
+        """``step`` on a live connection; if it finds the connection dead, again once on a new one (for steps
+        that commit nothing, or whose commit is harmless to repeat).
+
+        Raises:
+            JournalUnavailable: as ``step``, on a live connection or twice.
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
+        """
+        self._ensure_connected()
+        try:
+            return step()
+        except JournalUnavailable:
+            if not self._conn.broken:
+                raise
+            logger.warning("the journal connection was lost; reconnecting")
+            self._ensure_connected()
+            return step()
+
     def _begin(self) -> Any:
         """Enter a transaction; a connection found dead at BEGIN (nothing sent yet) is replaced once, silently.
 
@@ -314,44 +333,50 @@ class PostgresJournal(SqlJournal):
         return _Entered(transaction)
 
     def write(self, groups: list[Group], durable: bool = True) -> None:
-        """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only;
-        BEGIN can be retried on a dead connection, a bare statement could not be). A commit that finishes calls
-        notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a waiter never reads the row
-        before it is durable).
+        """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only). A
+        commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a
+        waiter never reads the row before it is durable).
 
-        Three round trips: BEGIN alone (so a connection found dead there is replaced, nothing sent yet); then,
-        pipelined, the statements and each event's workflow locked and its chain's head read (``chain_heads``'s
-        order: a head is read only once its lock is held); then, pipelined, the links, the NOTIFY and COMMIT. A
-        failure anywhere rolls the transaction back, as an error inside ``transaction`` would.
+        Two round trips, each a pipeline: BEGIN, the statements, and each event's workflow locked and its chain's
+        head read (``chain_heads``'s order: a head is read only once its lock is held); then the links, the
+        NOTIFY and COMMIT. A connection found dead in the first is replaced once and the write sent again, as a
+        dead connection at BEGIN always was: no COMMIT was sent on it, so whatever it ran died with its session.
+        A failure anywhere else rolls the transaction back.
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
             JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
-        notify = self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups)
-        self._ensure_connected()
-        transaction = self._begin()
-        committing = False
+        queued, workflows, locks = self._once_more_if_dead(lambda: self._open_write(groups))
         with self._translated("write"):
             try:
-                with self._conn.pipeline() as pipeline:
-                    queued = self._queue_statements(groups)
-                    workflows = sorted({event.workflow for event, _ in queued})
-                    locks = [
-                        (self._conn.execute(_LOCK_WORKFLOW, (w,)), self._conn.execute(_HEAD, (w,))) for w in workflows
-                    ]
-                    pipeline.sync()
-                    events = [event for event, cursor in queued if cursor is None or cursor.rowcount > 0]
-                    heads = self._heads_read(workflows, locks)
+                events = [event for event, cursor in queued if cursor is None or cursor.rowcount > 0]
+                heads = self._heads_read(workflows, locks)
+                with self._conn.pipeline():
                     if events:
                         self.insert_links(chain.append(events, self.audit_key, lambda _: heads))
-                    if notify:
+                    if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
                         self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
-                    committing = True
-                    transaction.__exit__(None, None, None)  # COMMIT, sent with the rest as the pipeline ends
-            except BaseException as exc:
-                self._abandon(transaction, exc, committing)
+                    self._conn.execute("COMMIT")
+            except BaseException:
+                self._roll_back()
                 raise
+
+    def _open_write(self, groups: list[Group]) -> tuple[list[tuple[Event, Any]], list[str], list[tuple[Any, Any]]]:
+        """BEGIN, ``groups``' statements, each event's workflow locked and its head read, in one pipeline (rolled
+        back if it fails): the events queued (``_queue_statements``), their workflows, each lock's and head's cursor."""
+        with self._translated("write"):
+            try:
+                with self._conn.pipeline():
+                    self._conn.execute("BEGIN")
+                    queued = self._queue_statements(groups)
+                    workflows = sorted({event.workflow for event, _ in queued})
+                    execute = self._conn.execute
+                    locks = [(execute(_LOCK_WORKFLOW, (w,)), execute(_HEAD, (w,))) for w in workflows]
+            except BaseException:
+                self._roll_back()
+                raise
+        return queued, workflows, locks
 
     def _queue_statements(self, groups: list[Group]) -> list[tuple[Event, Any]]:
         """Queue ``groups``' statements in the pipeline; each event, with the cursor of the finish it records (its
@@ -381,12 +406,11 @@ class PostgresJournal(SqlJournal):
             heads[workflow] = row[0] if row else ""
         return heads
 
-    def _abandon(self, transaction: _Entered, exc: BaseException, committing: bool) -> None:
-        """Roll back a write that failed: before its COMMIT was queued, as ``transaction`` would; after, the
-        pipeline skipped the COMMIT and left the transaction aborted, so ROLLBACK (on a live connection)."""
-        if not committing:
-            transaction.__exit__(type(exc), exc, exc.__traceback__)
-        elif not self._conn.broken and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    def _roll_back(self) -> None:
+        """End a write that failed: a pipeline that failed skipped what followed (COMMIT too) and left the
+        transaction open or aborted, so ROLLBACK, on a live connection (a dead one took it along)."""
+        assert psycopg is not None
+        if not self._conn.broken and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("ROLLBACK")
 
@@ -542,31 +566,21 @@ class PostgresJournal(SqlJournal):
         return self._sequences.next(workflow)
 
     def _take_block(self, workflow: str, size: int) -> int | None:
-        """One atomic step of ``workflow``'s counter by ``size``, past every committed sequence: the block's last
-        sequence (None: no such workflow), in one round trip (a query of two statements, which PostgreSQL runs as
-        one implicit transaction, so ``SET LOCAL`` applies to it).
-
-        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): WAL is flushed in
-        order, so it is durable once any reservation from its block commits; a step lost in a database crash
-        is taken again past the highest sequence committed (this replica forgets its blocks on reconnecting),
-        and a sequence handed out whose reservation never committed holds nothing. A connection found dead is
-        replaced once and the step sent again: a step that did run meanwhile only leaves a gap.
+        """One atomic step of ``workflow``'s counter by ``size`` past every committed sequence: the block's last
+        (None: no such workflow). One round trip: two statements in one query, one implicit transaction, so ``SET
+        LOCAL`` applies; not durable (no WAL flush): it is once a reservation from its block commits (WAL is
+        flushed in order), and a step lost in a crash is only taken again (see ``sequences``); sent again on a
+        dead connection, a step leaves a gap at worst.
         """
+        return self._once_more_if_dead(lambda: self._step_counter(workflow, size))
+
+    def _step_counter(self, workflow: str, size: int) -> int | None:
         assert psycopg is not None
-        self._ensure_connected()
-        for attempt in (1, 2):
-            try:
-                with self._translated("allocate a sequence in"), psycopg.ClientCursor(self._conn) as cursor:
-                    cursor.execute(_TAKE_BLOCK, (workflow, size, workflow))
-                    cursor.nextset()
-                    row = cursor.fetchone()
-                return int(row[0]) if row else None
-            except JournalUnavailable:
-                if attempt == 2 or not self._conn.broken:
-                    raise
-                logger.warning("the journal connection was lost; reconnecting")
-                self._ensure_connected()
-        raise AssertionError("unreachable")  # pragma: no cover
+        with self._translated("allocate a sequence in"), psycopg.ClientCursor(self._conn) as cursor:
+            cursor.execute(_TAKE_BLOCK, (workflow, size, workflow))
+            cursor.nextset()
+            row = cursor.fetchone()
+        return int(row[0]) if row else None
 
     def replica_alive(self, replica_id: str) -> bool:
         """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""

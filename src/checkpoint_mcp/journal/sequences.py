@@ -1,9 +1,9 @@
 """Sequences for `checkpoint serve` replicas: blocks of a workflow's shared counter, handed out locally.
 
 Replicas on one PostgreSQL journal take a call's sequence (when the call names none) from the workflow's counter
-in the database (``workflows.next_seq``), so no two replicas hand out the same one. One round trip per call was
-the gateway's main cost under load, and the counter's row is also locked by every commit that links events onto
-the workflow's chain, so each step waited for the commits before it. A replica therefore takes a *block*: one
+in the database (``workflows.next_seq``), so no two replicas hand out the same one. A step per call cost four round
+trips, and the counter's row is also locked by every commit that links events onto the workflow's chain, so each
+step waited for the commits before it. A replica therefore takes a *block*: one
 step advances the counter by ``size`` and the replica hands the block's sequences out itself.
 
 The size adapts to the pace of the workflow's calls: it starts at 1, doubles (to ``BLOCK_MAX``) while blocks are

@@ -12,15 +12,16 @@ and the proxy exits. The URL's password never appears in a log line or an error.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from checkpoint_mcp.errors import (
@@ -33,10 +34,11 @@ from checkpoint_mcp.errors import (
 )
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.sequences import SequenceBlocks
+from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 try:
     import psycopg
@@ -44,6 +46,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 APPLICATION = "checkpoint-journal"
 CONNECT_TIMEOUT_SECONDS = 5
@@ -94,6 +97,13 @@ def lock_key(root: str) -> int:
 
 
 _LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
+_HEAD = chain.HEAD.replace("?", "%s")
+_TAKE_BLOCK = (
+    "SET LOCAL synchronous_commit TO OFF;"
+    " UPDATE workflows SET next_seq = greatest(next_seq,"
+    " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + %s"
+    " WHERE workflow_id = %s RETURNING next_seq"
+)
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,6 +158,7 @@ class PostgresJournal(SqlJournal):
         self._owned: dict[str, OwnerInfo] = {}
         self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
+        self._sequences = SequenceBlocks(self._take_block)
         self._connect()
         try:
             self._prepare(create)
@@ -204,6 +215,7 @@ class PostgresJournal(SqlJournal):
                 logger.warning("journal connection lost; reconnect attempt %d failed: %s", attempt, last)
                 continue
             logger.warning("reconnected to the journal %s after %.1fs", self.location, time.monotonic() - started)
+            self._sequences.forget()
             for root in owned:
                 if not self._try_lock(root):
                     del self._owned[root]
@@ -281,6 +293,24 @@ class PostgresJournal(SqlJournal):
         with self._translated("write"), transaction:
             yield
 
+    def _once_more_if_dead(self, step: Callable[[], _T]) -> _T:
+        """``step`` on a live connection; if it finds the connection dead, again once on a new one (for steps
+        that commit nothing, or whose commit is harmless to repeat).
+
+        Raises:
+            JournalUnavailable: as ``step``, on a live connection or twice.
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
+        """
+        self._ensure_connected()
+        try:
+            return step()
+        except JournalUnavailable:
+            if not self._conn.broken:
+                raise
+            logger.warning("the journal connection was lost; reconnecting")
+            self._ensure_connected()
+            return step()
+
     def _begin(self) -> Any:
         """Enter a transaction; a connection found dead at BEGIN (nothing sent yet) is replaced once, silently.
 
@@ -303,19 +333,86 @@ class PostgresJournal(SqlJournal):
         return _Entered(transaction)
 
     def write(self, groups: list[Group], durable: bool = True) -> None:
-        """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only;
-        BEGIN can be retried on a dead connection, a bare statement could not be). A commit that finishes calls
-        notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a waiter never reads the row
-        before it is durable).
+        """BEGIN … COMMIT around the statements, always durably (``--relaxed-completions`` is SQLite's only). A
+        commit that finishes calls notifies the replicas waiting for them (NOTIFY is delivered at COMMIT, so a
+        waiter never reads the row before it is durable).
+
+        Two round trips, each a pipeline: BEGIN, the statements, and each event's workflow locked and its chain's
+        head read (``chain_heads``'s order: a head is read only once its lock is held); then the links, the
+        NOTIFY and COMMIT. A connection found dead in the first is replaced once and the write sent again, as a
+        dead connection at BEGIN always was: no COMMIT was sent on it, so whatever it ran died with its session.
+        A failure anywhere else rolls the transaction back.
 
         Raises:
             JournalUnavailable: nothing was written (or, if the connection broke during COMMIT, possibly all).
             JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
-        with self.transaction():
-            self.write_txn(groups)
-            if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
-                self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+        queued, workflows, locks = self._once_more_if_dead(lambda: self._open_write(groups))
+        with self._translated("write"):
+            try:
+                events = [event for event, cursor in queued if cursor is None or cursor.rowcount > 0]
+                heads = self._heads_read(workflows, locks)
+                with self._conn.pipeline():
+                    if events:
+                        self.insert_links(chain.append(events, self.audit_key, lambda _: heads))
+                    if self.replica_id is not None and any(sql is FINISH_CALL for sql, _, _ in groups):
+                        self._conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, self.replica_id))
+                    self._conn.execute("COMMIT")
+            except BaseException:
+                self._roll_back()
+                raise
+
+    def _open_write(self, groups: list[Group]) -> tuple[list[tuple[Event, Any]], list[str], list[tuple[Any, Any]]]:
+        """BEGIN, ``groups``' statements, each event's workflow locked and its head read, in one pipeline (rolled
+        back if it fails): the events queued (``_queue_statements``), their workflows, each lock's and head's cursor."""
+        with self._translated("write"):
+            try:
+                with self._conn.pipeline():
+                    self._conn.execute("BEGIN")
+                    queued = self._queue_statements(groups)
+                    workflows = sorted({event.workflow for event, _ in queued})
+                    execute = self._conn.execute
+                    locks = [(execute(_LOCK_WORKFLOW, (w,)), execute(_HEAD, (w,))) for w in workflows]
+            except BaseException:
+                self._roll_back()
+                raise
+        return queued, workflows, locks
+
+    def _queue_statements(self, groups: list[Group]) -> list[tuple[Event, Any]]:
+        """Queue ``groups``' statements in the pipeline; each event, with the cursor of the finish it records (its
+        event counts only if the finish changed a row: a call an operator resolved meanwhile stays as it is)."""
+        queued: list[tuple[Event, Any]] = []
+        for sql, rows, events in groups:
+            if sql is FINISH_CALL:
+                for params, event in zip(rows, events, strict=True):
+                    cursor = self._conn.execute(_dialect(sql), params)
+                    if event is not None:
+                        queued.append((event, cursor))
+                continue
+            if sql is not EVENT:
+                self._conn.cursor().executemany(_dialect(sql), rows)
+            queued.extend((event, None) for event in events if event is not None)
+        return queued
+
+    def _heads_read(self, workflows: list[str], locks: list[tuple[Any, Any]]) -> dict[str, str]:
+        """The chain heads the pipeline read; a workflow the journal has not seen is created, locked, then read."""
+        heads: dict[str, str] = {}
+        for workflow, (lock, read) in zip(workflows, locks, strict=True):
+            head = read
+            if lock.fetchone() is None:
+                self.lock_workflow(workflow)
+                head = self._conn.execute(_HEAD, (workflow,))
+            row = head.fetchone()
+            heads[workflow] = row[0] if row else ""
+        return heads
+
+    def _roll_back(self) -> None:
+        """End a write that failed: a pipeline that failed skipped what followed (COMMIT too) and left the
+        transaction open or aborted, so ROLLBACK, on a live connection (a dead one took it along)."""
+        assert psycopg is not None
+        if not self._conn.broken and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("ROLLBACK")
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany (pipelined by psycopg) on the journal's connection."""
@@ -457,25 +554,33 @@ class PostgresJournal(SqlJournal):
         return presence
 
     def allocate_seq(self, workflow: str) -> int | None:
-        """For a replica: one atomic step of the workflow's shared counter, past every committed sequence.
+        """For a replica: a sequence of the workflow's shared counter, from a block this replica took (see
+        ``sequences``: blocks of 1 to 64 by the pace of the calls, so a slow workflow keeps small gaps).
 
-        The step need not be durable (``synchronous_commit`` off: no WAL flush to wait for): a step lost in a
-        database crash is taken again past the highest sequence committed, and a sequence that was handed out but
-        whose reservation never committed holds nothing.
+        Raises:
+            JournalUnavailable: the counter could not be stepped (nothing was handed out).
+            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
         """
         if self.replica_id is None:
             return None
-        with self.transaction():
-            self._conn.execute("SET LOCAL synchronous_commit TO OFF")
-            row = self._conn.execute(
-                "UPDATE workflows SET next_seq = greatest(next_seq,"
-                " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + 1"
-                " WHERE workflow_id = %s RETURNING next_seq",
-                (workflow, workflow),
-            ).fetchone()
-        if row is None:
-            return None
-        return int(row[0])
+        return self._sequences.next(workflow)
+
+    def _take_block(self, workflow: str, size: int) -> int | None:
+        """One atomic step of ``workflow``'s counter by ``size`` past every committed sequence: the block's last
+        (None: no such workflow). One round trip: two statements in one query, one implicit transaction, so ``SET
+        LOCAL`` applies; not durable (no WAL flush): it is once a reservation from its block commits (WAL is
+        flushed in order), and a step lost in a crash is only taken again (see ``sequences``); sent again on a
+        dead connection, a step leaves a gap at worst.
+        """
+        return self._once_more_if_dead(lambda: self._step_counter(workflow, size))
+
+    def _step_counter(self, workflow: str, size: int) -> int | None:
+        assert psycopg is not None
+        with self._translated("allocate a sequence in"), psycopg.ClientCursor(self._conn) as cursor:
+            cursor.execute(_TAKE_BLOCK, (workflow, size, workflow))
+            cursor.nextset()
+            row = cursor.fetchone()
+        return int(row[0]) if row else None
 
     def replica_alive(self, replica_id: str) -> bool:
         """A shared-lock probe of the replica's lock fails only while that replica's session holds it."""

@@ -8,6 +8,8 @@ lock is released the call runs once and is journaled.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import http.client
 import sqlite3
 import time
 from pathlib import Path
@@ -62,3 +64,35 @@ def test_a_commit_waiting_for_the_journal_lock_does_not_stop_the_gateway(tmp_pat
         assert "result" in answer.message(), answer.body
     assert done_count(effects) == 2
     assert journal_states(journal, "a") == {1: CallState.COMPLETED, 2: CallState.COMPLETED}
+
+
+def test_a_gateway_killed_while_its_commit_waits_sent_nothing_and_the_retry_runs_once(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.db")
+    effects = tmp_path / "effects.jsonl"
+    call = modern_call(1, "send_email", {"to": "ann"}, checkpoint_key="mail-ann")
+    with effects_gateway(tmp_path, "--journal", journal) as gateway:
+        port = gateway.port
+        tools_list(port, "a")
+        blocker = sqlite3.connect(journal, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(request, port, "POST", "/w/a/mcp", call, MODERN, DEFAULT_TIMEOUT)
+                time.sleep(0.5)  # the call's PENDING row waits in the committer for the lock
+                assert not waiting.done()
+                gateway.proc.kill()
+                assert gateway.proc.wait(timeout=DEFAULT_TIMEOUT) == -9
+                with contextlib.suppress(http.client.HTTPException, OSError):
+                    waiting.result(timeout=DEFAULT_TIMEOUT)  # its connection died with the gateway
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+    assert done_count(effects) == 0  # the upstream never saw the call
+    assert journal_states(journal, "a") == {}  # and no row was committed for it
+    with effects_gateway(tmp_path, "--journal", journal) as gateway:
+        retried = request(gateway.port, "POST", "/w/a/mcp", call, MODERN)
+        assert retried.status == 200, retried.body
+        again = request(gateway.port, "POST", "/w/a/mcp", call, MODERN)
+        assert again.message()["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
+    assert done_count(effects) == 1
+    assert list(journal_states(journal, "a").values()) == [CallState.COMPLETED]

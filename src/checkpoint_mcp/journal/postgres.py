@@ -60,15 +60,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("CREATE TABLE checkpoint_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)", *_COMMON[1]),
     2: (
         *_COMMON[2],
-        """
-        CREATE TABLE owners (
-            root_id TEXT PRIMARY KEY,
-            pid BIGINT NOT NULL,
-            host TEXT NOT NULL,
-            since TEXT NOT NULL,
-            command TEXT NOT NULL
-        )
-        """,
+        "CREATE TABLE owners (root_id TEXT PRIMARY KEY, pid BIGINT NOT NULL, host TEXT NOT NULL,"
+        " since TEXT NOT NULL, command TEXT NOT NULL)",
     ),
     3: _COMMON[3],
     4: _COMMON[4],

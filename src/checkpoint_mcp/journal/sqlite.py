@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -226,6 +226,21 @@ class SqliteJournal(SqlJournal):
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany on the journal's connection."""
         self._con.executemany(sql, rows)
+
+    def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
+        """As ``SqlJournal.finish_calls``, several rows by one ``executemany`` inside a savepoint: when every row
+        changed (the usual case) that is the answer; else the savepoint is rolled back and the rows are finished
+        one by one, to learn which changed."""
+        if len(rows) == 1:
+            return [self._con.execute(FINISH_CALL, rows[0]).rowcount > 0]
+        self._con.execute("SAVEPOINT finish_calls")
+        try:
+            if self._con.executemany(FINISH_CALL, rows).rowcount != len(rows):
+                self._con.execute("ROLLBACK TO finish_calls")
+                return super().finish_calls(rows)
+        finally:
+            self._con.execute("RELEASE finish_calls")
+        return [True] * len(rows)
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -91,6 +91,8 @@ _ESCAPED = re.compile(r'[\x00-\x1f"\\]')
 
 def _string(text: str) -> str:
     """A JSON string as RFC 8785 writes it: only quote, backslash and control characters are escaped."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # the usual case (hashes, timestamps, names), checked without a regex
     return f'"{text}"' if _ESCAPED.search(text) is None else json.dumps(text, ensure_ascii=False)
 
 

@@ -45,14 +45,17 @@ def _translated(location: str, action: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        text = str(exc)
-        if isinstance(exc, sqlite3.IntegrityError):
-            raise JournalUnavailable(
-                f"cannot {action} journal {location}: it conflicts with a journaled row ({text})"
-            ) from exc
-        if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
-            raise JournalUnavailable(f"cannot {action} journal {location}: {text}") from exc
-        raise JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)") from exc
+        raise _journal_error(location, action, exc) from exc
+
+
+def _journal_error(location: str, action: str, exc: sqlite3.DatabaseError) -> JournalUnavailable | JournalCorrupt:
+    """Our error for sqlite3's ``exc`` (see ``_translated``)."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return JournalUnavailable(f"cannot {action} journal {location}: it conflicts with a journaled row ({text})")
+    if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
+        return JournalUnavailable(f"cannot {action} journal {location}: {text}")
+    return JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)")
 
 
 def _while_busy(action: Callable[[], T]) -> T:
@@ -220,8 +223,24 @@ class SqliteJournal(SqlJournal):
                 with _translated(self.path, "write"):
                     self._con.execute("PRAGMA synchronous=FULL")
             return
-        with self.transaction():
-            self.write_txn(groups)
+        # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
+        # managers: this runs for every commit of the proxy.
+        con = self._con
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                self.write_txn(groups)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            try:
+                con.execute("COMMIT")
+            except sqlite3.Error:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise _journal_error(self.path, "write", exc) from exc
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany on the journal's connection."""

@@ -532,6 +532,8 @@ def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:
     Raises:
         InvalidCallParams: one is present but malformed, or the two keys disagree.
     """
+    if "_meta" not in params and IDEMPOTENCY_KEY not in params:
+        return None, None  # the usual call names neither
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         meta = {}

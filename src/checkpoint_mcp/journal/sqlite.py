@@ -252,14 +252,16 @@ class SqliteJournal(SqlJournal):
         one by one, to learn which changed."""
         if len(rows) == 1:
             return [self._con.execute(FINISH_CALL, rows[0]).rowcount > 0]
-        self._con.execute("SAVEPOINT finish_calls")
-        try:
-            if self._con.executemany(FINISH_CALL, rows).rowcount != len(rows):
-                self._con.execute("ROLLBACK TO finish_calls")
-                return super().finish_calls(rows)
-        finally:
-            self._con.execute("RELEASE finish_calls")
-        return [True] * len(rows)
+        # On an error the caller rolls the whole transaction back, savepoint included.
+        con = self._con
+        con.execute("SAVEPOINT finish_calls")
+        if con.executemany(FINISH_CALL, rows).rowcount == len(rows):
+            con.execute("RELEASE finish_calls")
+            return [True] * len(rows)
+        con.execute("ROLLBACK TO finish_calls")
+        changed = super().finish_calls(rows)
+        con.execute("RELEASE finish_calls")
+        return changed
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -11,11 +11,15 @@ from checkpoint_mcp.wire import (
     Kind,
     WireParseError,
     classify,
+    compact_json,
     id_key,
     member_text,
+    object_members,
     raw_response_line,
+    result_span,
     set_member,
     skip_value,
+    sorted_json,
 )
 
 
@@ -123,3 +127,48 @@ def test_skip_value_ends_where_the_parser_ends(text: str) -> None:
 def test_a_reply_line_to_a_lone_surrogate_id_is_valid_utf8() -> None:
     line = raw_response_line("\ud800", "result", "{}")
     assert json.loads(line) == {"jsonrpc": "2.0", "id": "\ud800", "result": {}}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": 7},
+        {"b": [1, 2.5, -0.0, 1e300, None, True, False], "a": {"z": 'é\u2028"\\\n\x00', "y": {}}},
+        {"k\u00e9y": "\ud83d\ude00", "lone": "\udc80", 1: "int key", "f": float("inf"), "g": float("nan")},
+        [],
+        "plain",
+        12345678901234567890,
+        {"deep": [[[{"x": [1]}]]]},
+    ],
+)
+def test_the_prebuilt_encoders_write_exactly_what_json_dumps_writes(value: object) -> None:
+    assert compact_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if not (isinstance(value, dict) and any(not isinstance(k, str) for k in value)):
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        assert sorted_json(value) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jsonrpc":"2.0","id":7,"result":{"a":1}}\n',
+        '{"result":[1], "jsonrpc": "2.0", "id": "x"}',
+        '{ "jsonrpc" : "2.0" , "id" : -3 , "result" : { "content" : [ ] } }',
+        '{"jsonrpc":"2.0","id":7,"result":{"a":1},"result":2}',
+        '{"jsonrpc":"2.0","id":7,"result":{"a":1},"extra":{"result":3}}',
+        '{"jsonrpc":"2.0","id":1.5,"result":{"a":1}}',
+        '{"jsonrpc":"2.0","id":"a\\"b","result":"\\"result\\":1"}',
+        '{"res\\u0075lt":1,"jsonrpc":"2.0","id":1}',
+        '{"jsonrpc":"2.0","id":1,"error":{"code":1}}',
+        '{"jsonrpc":"2.0","id":1,"result":' + "[" * 3000 + "]" * 3000 + "}",
+    ],
+)
+def test_result_span_finds_what_the_member_scan_finds(text: str) -> None:
+    members, _ = object_members(text, 0)
+    assert result_span(text) == members.get("result")
+
+
+@pytest.mark.parametrize("text", ["[1]", '{"jsonrpc":"2.0","id":1,"result":}', ""])
+def test_result_span_refuses_what_is_not_an_object(text: str) -> None:
+    with pytest.raises(ValueError, match=r"expected (an object|a value) at"):
+        result_span(text)

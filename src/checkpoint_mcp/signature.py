@@ -24,6 +24,8 @@ from typing import Any, Final
 
 import rfc8785
 
+from checkpoint_mcp.wire import sorted_json
+
 _EXACT_PREFIX = b"exact:"
 
 
@@ -46,6 +48,14 @@ def _plain_scalar(value: Any) -> bool:
     return False  # floats (ES6 number formatting differs from repr), anything else
 
 
+def _ascii_keys(item: dict[Any, Any]) -> bool:
+    """True when every key is an ASCII string (joined in C: a key that is no string makes the join fail)."""
+    try:
+        return "".join(item).isascii()
+    except TypeError:
+        return False
+
+
 def _plain(value: Any, max_depth: int) -> bool:
     """True when json.dumps(sort_keys=True) writes exactly the RFC 8785 bytes: no floats, safe integers, ASCII keys.
 
@@ -62,7 +72,7 @@ def _plain(value: Any, max_depth: int) -> bool:
         kind = type(item)
         if kind is dict:
             children = item.values()
-            plain = plain and all(type(k) is str and k.isascii() for k in item)
+            plain = plain and _ascii_keys(item)
         elif kind is list:
             children = item
         else:
@@ -88,7 +98,7 @@ def canonical_json(value: Any, max_depth: int = MAX_ARGUMENT_DEPTH) -> bytes:
     """
     if _plain(value, max_depth):
         try:
-            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+            return sorted_json(value).encode()
         except UnicodeEncodeError:
             pass  # a lone surrogate: rfc8785 refuses it with its own message
     try:

@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = " \t\n\r"
 _decoder = json.JSONDecoder()
+_decode = _decoder.decode  # what json.loads runs for a str
 # The C-accelerated scanners behind json.loads; typeshed does not declare them.
 _scan_value: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
 _scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
@@ -79,7 +81,12 @@ def classify(line: bytes | str) -> Message:
         WireParseError: the line is not valid JSON.
     """
     try:
-        body = json.loads(line)
+        if type(line) is bytes and line[:1] == b"{" and line[1:2] != b"\x00":
+            # What json.loads does with bytes that start this way (its encoding detection says UTF-8), minus the
+            # detection and the argument checks.
+            body = _decode(line.decode("utf-8", "surrogatepass"))
+        else:
+            body = json.loads(line)
     except RecursionError:
         return _classify_deep(line)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
@@ -210,6 +217,29 @@ def id_key(ident: Any) -> tuple[str, Any] | None:
     return None
 
 
+def _compact_encoder(sort_keys: bool) -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)``, same bytes, without
+    building an encoder per call: the C encoder is made once, with no table of the containers being encoded (that
+    table only turns a circular value's ``RecursionError`` into a ``ValueError``; JSON read from a line is never
+    circular)."""
+    default = json.JSONEncoder().default
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # typeshed does not declare it
+    if make is None:  # an interpreter without the C accelerator: json.dumps itself
+        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys).encode
+    encoder = make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, True)
+
+    def encode(value: Any) -> str:
+        return "".join(encoder(value, 0))
+
+    return encode
+
+
+compact_json = _compact_encoder(sort_keys=False)
+"""``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, made faster (see ``dumps``)."""
+sorted_json = _compact_encoder(sort_keys=True)
+"""The same with sorted keys (the canonical form of ``signature.canonical_json``'s fast path)."""
+
+
 def encode(obj: Any) -> bytes:
     """Serialise one message as a compact JSON line (a lone surrogate is written as its ``\\u`` escape)."""
     return dumps(obj).encode() + b"\n"
@@ -221,7 +251,7 @@ def dumps(obj: Any) -> str:
     Characters are written as themselves, except when the value holds a lone surrogate (a JSON string may
     escape one; UTF-8 cannot carry it): then the text is ASCII with ``\\u`` escapes, which reads back the same.
     """
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    text = compact_json(obj)
     if not text.isascii():
         try:
             text.encode()
@@ -241,6 +271,8 @@ def raw_response_line(ident: Any, member: str, value_text: str) -> bytes:
 
 
 def _skip_ws(text: str, pos: int) -> int:
+    if pos >= len(text) or text[pos] not in _WS_CHARS:  # the usual case (compact JSON): no regex
+        return pos
     match = _WHITESPACE.match(text, pos)
     return match.end() if match else pos
 
@@ -283,6 +315,36 @@ def object_members(text: str, pos: int) -> tuple[dict[str, tuple[int, int]], int
         if delimiter != ",":
             raise ValueError(f"expected ',' or '}}' at {pos}")
         pos = _skip_ws(text, pos + 1)
+
+
+_W = r"[ \t\n\r]*"
+_ENVELOPE_MEMBER = rf'"(?:jsonrpc|id)"{_W}:{_W}(?:"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*))'
+_RESULT_HEAD = re.compile(rf'\{{{_W}(?:{_ENVELOPE_MEMBER}{_W},{_W})*"result"{_W}:{_W}')
+_RESULT_TAIL = re.compile(rf"(?:{_W},{_W}{_ENVELOPE_MEMBER})*{_W}\}}")
+
+
+def result_span(text: str) -> tuple[int, int] | None:
+    """The span of the ``result`` member of the JSON object ``text`` (``object_members(text, 0)["result"]``), or
+    None if it has none.
+
+    A response written the usual way (``jsonrpc`` and ``id`` around one ``result``, whatever the white space and
+    order) is read by two regular expressions and one scan of the result; anything else by ``object_members``.
+
+    Raises:
+        ValueError: ``text`` is not a JSON object.
+    """
+    head = _RESULT_HEAD.match(text)
+    if head is not None:
+        start = head.end()
+        try:
+            _, end = _scan_value(text, start)
+        except (StopIteration, ValueError, RecursionError):
+            pass  # not a value there, or a deep one: the member scan says what it is
+        else:
+            if _RESULT_TAIL.match(text, end) is not None:
+                return start, end
+    members, _ = object_members(text, 0)
+    return members.get("result")
 
 
 def member_text(text: str, path: Sequence[str]) -> str | None:

@@ -109,3 +109,25 @@ def test_gc_never_cuts_a_chain_that_does_not_verify_even_when_only_its_newest_li
     broken = [*links[:-1], links[-1]._replace(detail='{"i":0}')]
     detail, cut = audit.gc_anchor(broken, [1], "2099-01-01T00:00:00.000Z", None)
     assert (cut, detail["cut"]) == (None, None)
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+def test_append_seals_exactly_the_link_bytes_of_each_event_whatever_its_strings_hold(key: bytes | None) -> None:
+    odd = 'w "q" \\ \t é 😀 \u2028'
+    heads = {"plain": "", odd: 'sha256:41:not "quite" a hash \x01', "third": "sha256:7:ab"}
+    events = [
+        Event("plain", "reserved", 1, {"a": 1}, "2026-01-01T00:00:00.000Z"),
+        Event(odd, "completed", 2, '{"outcome":null}', 'at "odd" \n'),
+        Event("plain", "kind \\ odd", None, {}, "t"),
+        Event("third", "failed", 3, {"x": "é"}, "t"),
+        Event(odd, "resolved", 2, {"by": "me"}, "t"),
+    ]
+    rows = chain.append(events, key, lambda workflows: {w: heads[w] for w in workflows})
+    expected_heads = dict(heads)
+    for workflow, seq, kind, text, at, prev, sealed in rows:
+        assert prev == expected_heads[workflow]
+        n = (chain.position(prev) or 0) + 1
+        assert sealed == chain.seal(chain.link_bytes(workflow, n, seq, kind, text, at, prev), n, key)
+        expected_heads[workflow] = sealed
+    kinds = [row[2] for row in rows]
+    assert kinds.count(chain.KEYED) == (2 if key is not None else 0)  # the two unkeyed heads get pinned

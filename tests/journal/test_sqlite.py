@@ -169,3 +169,32 @@ def test_every_write_of_a_unit_leaves_its_event_in_the_same_commit_and_record_ev
     assert all(rows[i][2] == rows[i - 1][3] for i in range(1, len(rows)))  # each link names the one before
     with pytest.raises(ValueError, match="not representable"):
         journal.record_event("wf", "bad", None, {"x": float("nan")})
+
+
+def test_finishes_committed_together_leave_events_only_for_the_calls_they_changed(
+    journal: SqliteJournal, tmp_path: Path
+) -> None:
+    unit = journal.unit()
+    for seq in (1, 2, 3, 4):
+        unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+    unit.commit()
+    unit.finish("wf", 2, CallState.FAILED, '{"code":1}')
+    unit.commit()
+    unit.finish("wf", 1, CallState.COMPLETED, '{"n":1}')
+    unit.finish("wf", 2, CallState.COMPLETED, '{"n":2}')  # already FAILED: left alone, no event
+    unit.finish("wf", 3, CallState.COMPLETED, '{"n":3}')
+    unit.commit()
+    unit.finish("wf", 4, CallState.COMPLETED, '{"n":4}')
+    unit.finish("wf", 4, CallState.FAILED, '{"n":5}')  # the same call twice in one commit: the first one counts
+    unit.commit()
+    rows = {r.seq: (r.state, r.outcome) for r in journal.calls("wf")}
+    assert rows == {
+        1: (CallState.COMPLETED, '{"n":1}'),
+        2: (CallState.FAILED, '{"code":1}'),
+        3: (CallState.COMPLETED, '{"n":3}'),
+        4: (CallState.COMPLETED, '{"n":4}'),
+    }
+    other = sqlite3.connect(tmp_path / "j.db")
+    kinds = other.execute("SELECT seq, kind FROM events WHERE kind != 'reserved' ORDER BY id").fetchall()
+    other.close()
+    assert kinds == [(2, "failed"), (1, "completed"), (3, "completed"), (4, "completed")]

@@ -48,7 +48,7 @@ from checkpoint_mcp.journal.base import (
 )
 from checkpoint_mcp.journal.report import iso_before, operator_commands
 from checkpoint_mcp.signature import call_signature
-from checkpoint_mcp.wire import dumps, object_members, raw_response_line, set_member
+from checkpoint_mcp.wire import dumps, raw_response_line, result_span, set_member
 
 logger = logging.getLogger(__name__)
 
@@ -496,10 +496,9 @@ class CallJournal:
     def completed(self, line_text: str, result: Any, claimed: Claimed) -> tuple[str, bytes]:
         """One scan of the reply: (the result's exact text for the journal, the line with the journal's _meta)."""
         try:
-            members, _ = object_members(line_text, 0)
+            span = result_span(line_text)
         except ValueError:
             return "null", line_text.encode()
-        span = members.get("result")
         if span is None:
             return "null", self.annotate(line_text, claimed)
         start, end = span
@@ -534,6 +533,8 @@ def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:
     Raises:
         InvalidCallParams: one is present but malformed, or the two keys disagree.
     """
+    if "_meta" not in params and IDEMPOTENCY_KEY not in params:
+        return None, None  # the usual call names neither
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         meta = {}

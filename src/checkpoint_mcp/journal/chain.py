@@ -91,6 +91,8 @@ _ESCAPED = re.compile(r'[\x00-\x1f"\\]')
 
 def _string(text: str) -> str:
     """A JSON string as RFC 8785 writes it: only quote, backslash and control characters are escaped."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # the usual case (hashes, timestamps, names), checked without a regex
     return f'"{text}"' if _ESCAPED.search(text) is None else json.dumps(text, ensure_ascii=False)
 
 
@@ -160,6 +162,19 @@ def heads_by_query(execute: Execute) -> Callable[[Sequence[str]], dict[str, str]
     return heads
 
 
+class _Head:
+    """A chain's newest link while ``append`` adds to it: its position and hash, and the JSON strings of the hash
+    and the workflow as ``link_bytes`` writes them."""
+
+    __slots__ = ("hash", "n", "quoted_hash", "quoted_workflow")
+
+    def __init__(self, workflow: str, head: str) -> None:
+        self.n = position(head) or 0
+        self.hash = head
+        self.quoted_hash = _string(head)
+        self.quoted_workflow = _string(workflow)
+
+
 def append(
     events: Sequence[Event], key: bytes | None, heads_of: Callable[[Sequence[str]], dict[str, str]]
 ) -> list[tuple[Any, ...]]:
@@ -169,22 +184,34 @@ def append(
     the rows; on PostgreSQL it first locks each workflow's row, so that concurrent writers to one chain take
     turns. A keyed writer appending to an unkeyed chain first links a ``keyed`` event, after which every link of
     the chain must be keyed.
+
+    The bytes hashed are ``link_bytes``'s; this loop writes them itself (it runs for every journaled call): each
+    workflow's quoted name and position are found once, and a hash this loop made needs no escaping.
     """
     heads = heads_of(sorted({event.workflow for event in events}))
+    chains = {workflow: _Head(workflow, head) for workflow, head in heads.items()}
     rows: list[tuple[Any, ...]] = []
+    sha256 = hashlib.sha256
+    new_hmac = hmac.new
+    prefix = SHA256 if key is None else HMAC_SHA256
 
     def link(workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any] | str, at: str) -> None:
         text = detail if isinstance(detail, str) else canonical_text(detail)
-        prev = heads[workflow]
-        n = (position(prev) or 0) + 1
-        sealed = seal(link_bytes(workflow, n, seq, kind, text, at, prev), n, key)
-        rows.append((workflow, seq, kind, text, at, prev, sealed))
-        heads[workflow] = sealed
+        head = chains[workflow]
+        n = head.n + 1
+        data = (
+            f'{{"at":{_string(at)},"detail":{text},"kind":{_string(kind)},"n":{n},"prev":{head.quoted_hash},'
+            f'"seq":{"null" if seq is None else seq},"workflow":{head.quoted_workflow}}}'
+        ).encode("utf-8", "surrogatepass")
+        digest = sha256(data).hexdigest() if key is None else new_hmac(key, data, sha256).hexdigest()
+        sealed = f"{prefix}{n}:{digest}"
+        rows.append((workflow, seq, kind, text, at, head.hash, sealed))
+        head.n, head.hash, head.quoted_hash = n, sealed, f'"{sealed}"'  # a hash holds nothing to escape
 
     for event in events:
-        head = heads[event.workflow]
-        if key is not None and head and not keyed(head):
-            link(event.workflow, KEYED, None, {"unkeyed_head": head}, event.at)
+        newest = chains[event.workflow].hash
+        if key is not None and newest and not keyed(newest):
+            link(event.workflow, KEYED, None, {"unkeyed_head": newest}, event.at)
         link(event.workflow, event.kind, event.seq, event.detail, event.at)
     return rows
 

@@ -384,13 +384,17 @@ class SqlJournal(Settlements, RepeatGuard, Journal):
             if sql is EVENT:
                 events.extend(event for event in queued if event is not None)
             elif sql is FINISH_CALL:
-                for params, event in zip(rows, queued, strict=True):
-                    if self.execute(sql, params).rowcount > 0 and event is not None:
-                        events.append(event)
+                changed = self.finish_calls(rows)
+                events.extend(event for event, done in zip(queued, changed, strict=True) if done and event is not None)
             else:
                 self.execute_many(sql, rows)
                 events.extend(event for event in queued if event is not None)
         self.link_txn(events)
+
+    def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
+        """Run ``FINISH_CALL`` for each parameter tuple (inside the open transaction); for each, whether it changed
+        its row (False: the call was no longer PENDING)."""
+        return [self.execute(FINISH_CALL, params).rowcount > 0 for params in rows]
 
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link ``events`` onto their chains, inside the caller's transaction."""

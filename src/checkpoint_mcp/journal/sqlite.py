@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,14 +45,17 @@ def _translated(location: str, action: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        text = str(exc)
-        if isinstance(exc, sqlite3.IntegrityError):
-            raise JournalUnavailable(
-                f"cannot {action} journal {location}: it conflicts with a journaled row ({text})"
-            ) from exc
-        if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
-            raise JournalUnavailable(f"cannot {action} journal {location}: {text}") from exc
-        raise JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)") from exc
+        raise _journal_error(location, action, exc) from exc
+
+
+def _journal_error(location: str, action: str, exc: sqlite3.DatabaseError) -> JournalUnavailable | JournalCorrupt:
+    """Our error for sqlite3's ``exc`` (see ``_translated``)."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return JournalUnavailable(f"cannot {action} journal {location}: it conflicts with a journaled row ({text})")
+    if isinstance(exc, sqlite3.OperationalError) or "locked" in text or "readonly" in text:
+        return JournalUnavailable(f"cannot {action} journal {location}: {text}")
+    return JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)")
 
 
 def _while_busy(action: Callable[[], T]) -> T:
@@ -220,12 +223,45 @@ class SqliteJournal(SqlJournal):
                 with _translated(self.path, "write"):
                     self._con.execute("PRAGMA synchronous=FULL")
             return
-        with self.transaction():
-            self.write_txn(groups)
+        # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
+        # managers: this runs for every commit of the proxy.
+        con = self._con
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                self.write_txn(groups)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            try:
+                con.execute("COMMIT")
+            except sqlite3.Error:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise _journal_error(self.path, "write", exc) from exc
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany on the journal's connection."""
         self._con.executemany(sql, rows)
+
+    def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
+        """As ``SqlJournal.finish_calls``, several rows by one ``executemany`` inside a savepoint: when every row
+        changed (the usual case) that is the answer; else the savepoint is rolled back and the rows are finished
+        one by one, to learn which changed."""
+        if len(rows) == 1:
+            return [self._con.execute(FINISH_CALL, rows[0]).rowcount > 0]
+        # On an error the caller rolls the whole transaction back, savepoint included.
+        con = self._con
+        con.execute("SAVEPOINT finish_calls")
+        if con.executemany(FINISH_CALL, rows).rowcount == len(rows):
+            con.execute("RELEASE finish_calls")
+            return [True] * len(rows)
+        con.execute("ROLLBACK TO finish_calls")
+        changed = super().finish_calls(rows)
+        con.execute("RELEASE finish_calls")
+        return changed
 
     @contextmanager
     def reading(self) -> Iterator[None]:

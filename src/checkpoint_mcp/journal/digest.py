@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState, Lineage, lineage_from_rows
-from checkpoint_mcp.journal.sql import SCHEMA_VERSION
+from checkpoint_mcp.journal.schema import SCHEMA_VERSION
 
 DONE_FETCH: Final = 200
 """At most this many of the newest calls done since the save are read in full; the rest are only counted."""

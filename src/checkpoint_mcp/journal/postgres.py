@@ -37,8 +37,9 @@ from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
+from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sequences import SequenceBlocks
-from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, Cursor, Group, SqlJournal
 
 try:
     import psycopg

@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import start_chains
-from checkpoint_mcp.journal.sql import FINISH_CALL, SCHEMA_VERSION, Cursor, Group, SqlJournal, schema
+from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
+from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,0 +1,102 @@
+"""The journal's tables, version by version, in the SQL both SQLite and PostgreSQL accept.
+
+Each backend runs the steps a journal lacks (``sqlite.MIGRATIONS``, ``postgres.MIGRATIONS``); the version a journal
+is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 4
+"""The newest schema: ``schema()`` has one step for each version up to it."""
+
+
+def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
+    """The tables, version by version: statements that bring a journal from version-1 to version.
+
+    ``big_integer`` and ``identity`` are the dialect's words for a 64-bit integer column and an
+    auto-numbered primary key; everything else is the same SQL in both databases.
+    """
+    return {
+        1: (
+            f"""
+            CREATE TABLE calls (
+                workflow_id TEXT NOT NULL,
+                seq {big_integer} NOT NULL CHECK (seq > 0),
+                tool TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                signature TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('PENDING', 'COMPLETED', 'FAILED')),
+                outcome TEXT,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                PRIMARY KEY (workflow_id, seq)
+            )
+            """,
+        ),
+        2: (
+            "ALTER TABLE calls ADD COLUMN idempotency_key TEXT",
+            "CREATE UNIQUE INDEX calls_by_key ON calls (workflow_id, idempotency_key)"
+            " WHERE idempotency_key IS NOT NULL",
+            f"""
+            CREATE TABLE workflows (
+                workflow_id TEXT PRIMARY KEY,
+                root_id TEXT NOT NULL,
+                parent_id TEXT,
+                fork_seq {big_integer},
+                created_at TEXT NOT NULL,
+                collected_through {big_integer} NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX workflows_by_root ON workflows (root_id)",
+            "INSERT INTO workflows (workflow_id, root_id, created_at)"
+            " SELECT workflow_id, workflow_id, min(started_at) FROM calls GROUP BY workflow_id",
+            f"""
+            CREATE TABLE resolutions (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer} NOT NULL,
+                action TEXT NOT NULL CHECK (action IN ('completed', 'failed', 'released')),
+                previous_state TEXT NOT NULL,
+                previous_outcome TEXT,
+                outcome TEXT,
+                resolved_by TEXT NOT NULL,
+                host TEXT NOT NULL,
+                at TEXT NOT NULL
+            )
+            """,
+            # No index for `gc`'s scan by finish time: it would be written by every call to serve a rare command.
+        ),
+        3: (
+            # `checkpoint serve` replicas on PostgreSQL: which replica reserved a call (NULL: a stdio proxy, or a
+            # replica that gave the call up), and who the replicas are. Liveness itself is an advisory lock.
+            "ALTER TABLE calls ADD COLUMN replica_id TEXT",
+            # The next sequence a replica may hand to a call without an explicit one (replicas share it).
+            f"ALTER TABLE workflows ADD COLUMN next_seq {big_integer} NOT NULL DEFAULT 0",
+            f"""
+            CREATE TABLE replicas (
+                replica_id TEXT PRIMARY KEY,
+                pid {big_integer} NOT NULL,
+                host TEXT NOT NULL,
+                started_at TEXT NOT NULL
+            )
+            """,
+        ),
+        4: (
+            # The hash chain (chain.py): every event of a workflow, append-only, each link hashing the one before.
+            f"""
+            CREATE TABLE events (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                seq {big_integer},
+                kind TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                at TEXT NOT NULL,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX events_by_workflow ON events (workflow_id, id)",
+            # Tool policies look for an earlier call with the same signature (a repeat).
+            "CREATE INDEX calls_by_signature ON calls (workflow_id, signature, started_at)",
+        ),
+    }

@@ -1,4 +1,4 @@
-"""`checkpoint serve` commits on a thread of its own: a commit that waits never stops the gateway.
+"""`checkpoint serve` hands a commit that would wait to its committer thread: it never stops the gateway.
 
 The journal's write lock is held by another connection (as a slow disk or a busy database would hold a commit);
 the journaled call waits for its PENDING row, unsent, while the gateway keeps answering other workflows; once the

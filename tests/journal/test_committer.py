@@ -6,7 +6,9 @@ Runs on SQLite, and on PostgreSQL under ``CHECKPOINT_TEST_JOURNAL=postgres`` (th
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -174,5 +176,30 @@ async def test_a_closed_committer_writes_what_was_queued_and_refuses_more(opened
     assert batch is not None
     with pytest.raises(RuntimeError, match="not running"):
         committer.submit(batch, lambda error: None)
+    assert [r.seq for r in opened.calls("wf")] == [1]
+    opened.close()
+
+
+def test_write_now_commits_here_on_sqlite_unless_the_lock_is_held_and_never_on_postgresql(
+    opened: Journal, journal: str
+) -> None:
+    unit = opened.unit()
+    unit.reserve("wf", 1, "send", "{}", "sig1")
+    batch = unit.take()
+    assert batch is not None
+    if journal.startswith("postgresql://"):
+        assert opened.write_now([batch]) is False  # every commit of a networked journal goes to the committer
+        assert opened.calls("wf") == []
+        opened.close()
+        return
+    blocker = sqlite3.connect(journal, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    assert opened.write_now([batch]) is False  # the lock is held elsewhere: nothing written, and no wait
+    assert time.monotonic() - started < 1.0
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert opened.calls("wf") == []
+    assert opened.write_now([batch]) is True
     assert [r.seq for r in opened.calls("wf")] == [1]
     opened.close()

@@ -329,9 +329,10 @@ class Channel:
             asyncio.get_running_loop().call_soon(self._begin_flush)
 
     def _begin_flush(self) -> None:
-        """Once per loop turn: hand this turn's journal writes to the committer; what waits for them is released
-        when it says they are durable (``_committed``), and the writes of the turns meanwhile go in the next
-        commit. Without a running committer (or with nothing to write), the flush happens here and now."""
+        """Once per loop turn: commit this turn's journal writes here if the journal says that is cheaper and
+        cannot wait (SQLite, its write lock free), else hand them to the committer; what waits for them is
+        released when it says they are durable (``_committed``), and the writes of the turns meanwhile go in the
+        next commit. Without a running committer (or with nothing to write), the flush happens here and now."""
         self._flush_scheduled = False
         committer = self._committer
         if committer is None or not committer.running or self._committing is not None or self.closed.is_set():
@@ -348,6 +349,14 @@ class Channel:
             return
         if flushing.batch is None:
             self._release(self._interceptor.end_flush(flushing, None), started)
+            return
+        try:
+            flushed = self._interceptor.flush_here(flushing)
+        except Exception:
+            logger.exception("internal error while committing the journal")
+            return
+        if flushed is not None:
+            self._release(flushed, started)
             return
         commit = _Commit(flushing, started, asyncio.get_running_loop().create_future())
         self._committing = commit

@@ -95,7 +95,8 @@ class Gateway:
         self._workflows: dict[str, _Workflow] = {}
         self._commits = CommitSignal()
         self._committer = Committer(journal) if journal is not None else None
-        """Commits every channel's journal writes on a thread of its own, so the loop never waits for a commit."""
+        """Commits the channels' journal writes that must not hold the event loop (PostgreSQL's always; SQLite's
+        when another connection holds its write lock) on a thread of its own."""
         self.sessions: dict[str, Session] = {}
         self.channels: dict[str, Channel] = {}  # 2026-07-28: workflow -> channel
         self._opening: dict[str, asyncio.Lock] = {}

@@ -216,6 +216,18 @@ class Interceptor:
             self._flushing = flushing
         return flushing
 
+    def flush_here(self, flushing: Flushing) -> Flushed | None:
+        """Commit ``flushing``'s batch on this thread if the journal says that is cheaper and need not wait
+        (``Journal.write_now``), and end the flush; None when the batch must go to a committer instead."""
+        assert flushing.batch is not None
+        assert self._journal is not None
+        try:
+            if not self._journal.write_now([flushing.batch]):
+                return None
+        except Exception as exc:
+            return self.end_flush(flushing, exc)
+        return self.end_flush(flushing, None)
+
     def end_flush(self, flushing: Flushing, error: BaseException | None) -> Flushed:
         """The batch of ``flushing`` was written (``error`` None) or not: release, or refuse, what waited for it."""
         if flushing.batch is not None:

@@ -414,6 +414,17 @@ class Journal(ABC):
             JournalLost: the journal is gone for good.
         """
 
+    def write_now(self, batches: Sequence[Batch]) -> bool:
+        """``write_batches`` on the caller's thread if that is cheaper than handing them to a committer thread and
+        cannot wait for another writer: True once written; False if nothing was written and a committer should
+        (by default: always, for a journal across a network, whose every commit is a wait).
+
+        Raises:
+            JournalUnavailable: nothing was written, for another reason than a lock held elsewhere.
+            JournalLost: the journal is gone for good.
+        """
+        return False
+
     @abstractmethod
     def reopening(self) -> tuple[str, bytes | None, str | None]:
         """What another process needs to open this journal as this one writes to it: the location (with its

@@ -1,20 +1,22 @@
-"""Commits on a thread of their own: the gateway's event loop keeps working while SQLite syncs or PostgreSQL answers.
+"""Commits on a thread of their own: the gateway's event loop never waits for PostgreSQL, or for a locked SQLite file.
 
-A gateway's event loop must not stop while a commit waits for the disk or the database: every client of the
-process would wait with it. A ``Committer`` owns one thread and a second connection to the journal (opened from
-``Journal.reopening``). The loop hands it the batch a unit of work gave up (``UnitOfWork.take``) and goes on; the
-writes of the next turns accumulate in the unit meanwhile, and everything that queued while one commit ran is
-written by the next one, in one transaction, whichever channel it came from (group commit across requests). A
-transaction of several batches that fails is retried one batch at a time, so that one batch's conflict (a
-sequence another replica took, say) fails only its own calls.
+A gateway's event loop must not stop while a commit waits: every client of the process would wait with it. A
+``Committer`` owns one thread and a second connection to the journal (opened from ``Journal.reopening``). The
+loop hands it the batch a unit of work gave up (``UnitOfWork.take``) and goes on; the writes of the next turns
+accumulate in the unit meanwhile, and everything that queued while one commit ran is written by the next one, in
+one transaction, whichever channel it came from (group commit across requests). A transaction of several batches
+that fails is retried one batch at a time, so that one batch's conflict (a sequence another replica took, say)
+fails only its own calls.
+
+Which commits come here is the journal's call (``Journal.write_now``): PostgreSQL's always (each is two round
+trips and a flush on another server); SQLite's only when another connection holds the file's write lock. A local
+commit is cheaper on the loop than here: this thread must take the GIL back after every statement, from a loop
+that is busy exactly when commits matter, and on the 64-client benchmark that made each SQLite commit ~5× slower
+and the gateway latency-bound (docs/benchmarks.md, "Where the time goes over HTTP").
 
 The guarantee is the synchronous commit's: nothing that waits for a batch is released before its ``done`` runs,
 on the event loop, after the transaction returned. If the process dies, a transaction under way either committed
 (its PENDING rows are then in doubt: never sent, never re-run) or did not.
-
-A thread, not a process: measured on the 64-client gateway benchmark, a child process that commits costs a pickle
-of each batch and a scheduling hop each way, and carried fewer calls/s than this thread did; the thread's cost is
-the GIL, which it takes back after each statement (see docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -53,6 +53,8 @@ SQLITE = "serve SQLite"
 PG1 = "serve PostgreSQL, 1 replica"
 PG2 = "serve PostgreSQL, 2 replicas"
 BEFORE = "serve pass-through, before (asyncio + h11)"
+SQLITE_BEFORE = "serve SQLite, before"
+PG1_BEFORE = "serve PostgreSQL, 1 replica, before"
 FASTMCP = "FastMCP proxy over HTTP"
 
 
@@ -69,6 +71,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved load rounds per contender")
     parser.add_argument("--no-replicas", action="store_true", help="leave out two PostgreSQL replicas on one database")
     parser.add_argument("--before", type=Path, default=None, help="also run the pass-through from this src/ tree")
+    parser.add_argument(
+        "--journaled-before", type=Path, default=None, help="also run SQLite and PostgreSQL from this src/ tree"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.seconds, args.warmup, args.single, args.rounds = 4, 0.5, 0.2, 20, 1
@@ -438,6 +443,10 @@ def render(
                 share >= 0.5,
             )
         )
+    for now, before in ((SQLITE, SQLITE_BEFORE), (PG1, PG1_BEFORE)):
+        if before in rate and now in rate:
+            body += f"\n{now} from `{args.journaled_before}`: {fmt(rate[before])} calls/s"
+            body += f" ({rate[before] / passing:.0%} of pass-through; now {rate[now] / rate[before]:.2f}× that).\n"
     if BEFORE in rate:
         speedup = passing / rate[BEFORE]
         body += f"\nThe pass-through from `{args.before}` on asyncio and h11: {fmt(rate[BEFORE])} calls/s"
@@ -470,6 +479,10 @@ def main(argv: list[str]) -> int:
         ]
         if not args.no_replicas:
             plans.append(lambda: start_serve(PG2, 2, pg_url))
+        if args.journaled_before is not None:
+            env = {"PYTHONPATH": str(args.journaled_before.resolve())}
+            plans.append(lambda: start_serve(SQLITE_BEFORE, 1, str(tmp / "before.db"), env))
+            plans.append(lambda: start_serve(PG1_BEFORE, 1, pg_url, env))
         if args.before is not None:
             shadow = tmp / "shadow"
             shadow.mkdir()

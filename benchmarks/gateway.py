@@ -349,17 +349,54 @@ def run_loop(coroutine: Any) -> Any:
         return runner.run(coroutine)
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU time of a process (or of one of its threads), from /proc; 0 if it is gone."""
+    path = f"/proc/{pid}/task/{thread}/stat" if thread is not None else f"/proc/{pid}/stat"
+    try:
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def postgres_seconds() -> float:
+    """CPU time of every PostgreSQL process on the machine (the benchmark's server is the only one)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().startswith("postgres"):
+                    total += cpu_seconds(int(entry.name))
+            except OSError:
+                continue
+    return total
+
+
+CpuPerCall = dict[str, list[tuple[float, float]]]
+
+
 def measure(
     args: argparse.Namespace, line_up: list[Served]
-) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[int]]]:
-    """Interleaved load rounds, then interleaved blocks of one client: (calls/s per round, loaded ns, alone ns)."""
+) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[int]], CpuPerCall]:
+    """Interleaved load rounds, then interleaved blocks of one client: (calls/s per round, loaded ns, alone ns,
+    and for each gateway the CPU µs per call of its event loop's thread and of PostgreSQL, per round)."""
     rates: dict[str, list[float]] = {s.name: [] for s in line_up}
     loaded: dict[str, list[int]] = {s.name: [] for s in line_up}
     alone: dict[str, list[int]] = {s.name: [] for s in line_up}
+    cpu: CpuPerCall = {s.name: [] for s in line_up}
     by_name = {s.name: s for s in line_up}
     for _, name in interleaved(list(by_name), args.rounds):
         served = by_name[name]
+        pid = served.procs[0].pid
+        loop_before, pg_before = cpu_seconds(pid, pid), postgres_seconds()
         rate, samples = run_loop(load(served.endpoints, served.modern, args.clients, args.warmup, args.seconds))
+        calls = rate * (args.warmup + args.seconds)  # the warm-up's calls ran at about the same rate
+        if name.startswith("serve") and len(served.procs) == 1 and calls:
+            loop = (cpu_seconds(pid, pid) - loop_before) / calls * 1e6
+            cpu[name].append((loop, (postgres_seconds() - pg_before) / calls * 1e6))
         rates[name].append(rate)
         loaded[name].extend(samples)
         print(f"{name}: {rate:.0f} calls/s", file=sys.stderr, flush=True)
@@ -367,13 +404,17 @@ def measure(
     for _, name in interleaved(list(by_name), blocks):
         port, path = by_name[name].endpoints[0]
         alone[name].extend(run_loop(single(port, path, by_name[name].modern, SINGLE_BLOCK)))
-    return rates, loaded, alone
+    return rates, loaded, alone, cpu
 
 
 def render(
-    args: argparse.Namespace, rates: dict[str, list[float]], loaded: dict[str, list[int]], alone: dict[str, list[int]]
+    args: argparse.Namespace,
+    rates: dict[str, list[float]],
+    loaded: dict[str, list[int]],
+    alone: dict[str, list[int]],
+    cpu: CpuPerCall,
 ) -> str:
-    """The table, the floor sentence and the targets."""
+    """The table, the floor sentence, where a gateway's CPU goes, and the targets."""
     rate = {name: Summary.of(values).median for name, values in rates.items()}
     lone = {name: Summary.of(s / 1e6 for s in values) for name, values in alone.items()}
     passing = rate[PASS]
@@ -413,6 +454,24 @@ def render(
         "2026-07-28), the SDK server and FastMCP are driven in the session era. The load generator "
         f"(one Python process{', on uvloop' if _has('uvloop') else ''}) shares the machine's cores.\n"
     )
+    measured = [(name, values) for name, values in cpu.items() if values]
+    if measured:
+        cpu_rows = [
+            [
+                name,
+                fmt(Summary.of(loop for loop, _ in values).median),
+                fmt(Summary.of(pg for _, pg in values).median) if "PostgreSQL" in name else "",
+            ]
+            for name, values in measured
+        ]
+        body += "\n" + table(
+            ["Gateway", "its event loop's CPU, µs per call", "PostgreSQL's CPU, µs per call"], cpu_rows
+        )
+        body += (
+            "\n\nCPU time from `/proc` over each load round (the main thread of the gateway's process, where the event "
+            "loop runs; every `postgres` process), divided by the round's calls, warm-up included; medians of "
+            "rounds. The machine's two cores carry these, the upstream child and the load generator.\n"
+        )
     floors = [name for name in (FLOOR_ASGI, FLOOR_RAW) if name in rate]
     if floors:
         said = "; ".join(f"{passing / rate[name]:.0%} of the {name} ({fmt(rate[name])} calls/s)" for name in floors)
@@ -495,7 +554,7 @@ def main(argv: list[str]) -> int:
         try:
             for start in plans:
                 line_up.append(start())
-            rates, loaded, alone = measure(args, line_up)
+            rates, loaded, alone, cpu = measure(args, line_up)
         finally:
             for served in line_up:
                 served.stop()
@@ -505,7 +564,7 @@ def main(argv: list[str]) -> int:
         title="The gateway: 64 concurrent HTTP clients",
         argv=argv,
         where=machine(Path(os.environ.get("TMPDIR", "/tmp"))),
-        body=render(args, rates, loaded, alone),
+        body=render(args, rates, loaded, alone, cpu),
     )
     return 0
 

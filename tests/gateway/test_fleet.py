@@ -17,6 +17,7 @@ import psycopg
 from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
+from ledger import verified
 from pgserver import PgServer
 
 from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, journal_states, read_effects, wait_until
@@ -75,19 +76,7 @@ def test_calls_sprayed_at_random_replicas_each_run_once_and_replay_anywhere(pg_u
         else:  # from blocks of the shared counter: a block's unused rest is a gap
             assert min(states) == 1
         assert set(states.values()) == {CallState.COMPLETED}
-    assert_chains_verify(pg_url)  # three replicas appended to each chain at once: it is still one chain
-
-
-def assert_chains_verify(pg_url: str) -> None:
-    """`checkpoint journal verify` passes every workflow's hash chain and calls."""
-    done = subprocess.run(
-        checkpoint_argv("journal", "verify", "--journal", pg_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    verified(pg_url)  # three replicas appended to each chain at once: it is still one chain
 
 
 def test_a_re_sent_call_joins_the_original_running_on_another_replica(pg_url: str, tmp_path: Path) -> None:
@@ -150,7 +139,7 @@ def test_a_replica_killed_mid_call_leaves_its_call_in_doubt_and_the_others_unaff
         assert all("result" in o for o in others)
     assert done_count(effects, "slow") == 0  # the upstream died with its replica (never finished)
     assert journal_states(pg_url, WORKFLOW) == {1: CallState.PENDING, 2: CallState.COMPLETED, 3: CallState.COMPLETED}
-    assert_chains_verify(pg_url)
+    verified(pg_url)
 
 
 def test_postgres_restarted_under_load_reexecutes_nothing_and_the_fleet_carries_on(

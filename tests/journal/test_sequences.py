@@ -6,7 +6,6 @@ These always run on PostgreSQL (the server is started by the suite), except the 
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -20,9 +19,8 @@ from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import PostgresJournal
 from checkpoint_mcp.journal.sequences import BLOCK_MAX, BLOCK_SECONDS, SequenceBlocks
+from ledger import verified
 from pgserver import PgServer
-
-from support import checkpoint_argv
 
 
 class _Clock:
@@ -165,14 +163,7 @@ def test_a_replica_that_dies_leaves_a_gap_and_nothing_else_breaks(pg_url: str, t
     assert held == list(range(1, 11))
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT seq FROM calls WHERE workflow_id = 'wf'").fetchall() == [(16,)]
-    verified = subprocess.run(
-        checkpoint_argv("journal", "verify", "--journal", pg_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert verified.returncode == 0, verified.stdout + verified.stderr
+    verified(pg_url)
 
 
 def test_a_replica_that_lost_its_connection_forgets_its_blocks(pg_server: PgServer, pg_url: str) -> None:
@@ -227,14 +218,7 @@ def test_a_write_that_fails_in_its_pipeline_is_rolled_back_and_the_next_one_work
         journal.close()
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT seq FROM calls WHERE workflow_id = 'wf' ORDER BY seq").fetchall() == [(1,), (3,)]
-    verified = subprocess.run(
-        checkpoint_argv("journal", "verify", "--journal", pg_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert verified.returncode == 0, verified.stdout + verified.stderr
+    verified(pg_url)
 
 
 def test_a_write_that_finds_its_connection_dead_is_sent_again_on_a_new_one(pg_server: PgServer, pg_url: str) -> None:

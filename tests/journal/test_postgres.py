@@ -309,3 +309,24 @@ def test_racing_and_takeover_work_across_sessions(pg_url: str, tmp_path: Path) -
     with start(pg_url, tmp_path, "--workflow-id", "w") as successor:
         assert successor.request("ping", timeout=60)["result"] == {}
         successor.close()
+
+
+def test_the_finish_of_a_call_is_always_planned_for_its_own_row(pg_url: str) -> None:
+    """psycopg prepares a statement run five times; a generic plan made from an almost empty table's statistics
+    had the finish UPDATE scan the whole workflow (by ``calls_by_signature``) for every call, ever after."""
+    journal = PostgresJournal(pg_url)
+    try:
+        unit = journal.unit()
+        for seq in range(1, 41):
+            unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+        unit.commit()
+        for seq in range(1, 41):  # one commit each: the statement runs often enough to be prepared
+            unit.finish("wf", seq, CallState.COMPLETED, "{}")
+            unit.commit()
+        plans = journal._conn.execute(  # the journal's own session, where its statements are prepared
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'UPDATE calls SET state%'"
+        ).fetchall()
+    finally:
+        journal.close()
+    assert plans, "the finish statement was never prepared: this test no longer tests anything"
+    assert all(generic == 0 and custom > 0 for generic, custom in plans)

@@ -113,20 +113,10 @@ class _SqlUnit(UnitOfWork):
             return self._j.execute(sql, params).fetchone()
 
     def _pending_row(self, key: tuple[str, int]) -> CallRecord | None:
-        found = self._rows.get(key)
-        for overlay in reversed(self._taken) if found is None else ():
-            found = overlay.rows.get(key)
-            if found is not None:
-                break
-        return found
+        return _newest(key, [self._rows, *(overlay.rows for overlay in reversed(self._taken))])
 
     def _pending_key(self, key: tuple[str, str]) -> CallRecord | None:
-        found = self._keys.get(key)
-        for overlay in reversed(self._taken) if found is None else ():
-            found = overlay.keys.get(key)
-            if found is not None:
-                break
-        return found
+        return _newest(key, [self._keys, *(overlay.keys for overlay in reversed(self._taken))])
 
     def _branch_count(self, root: str) -> int:
         return self._branches.get(root, 0) + sum(overlay.branches.get(root, 0) for overlay in self._taken)
@@ -214,6 +204,16 @@ class _SqlUnit(UnitOfWork):
             self._j.write(batch.groups, durable=batch.durable)
         finally:
             self.settled(batch)
+
+
+def _newest(key: Any, layers: Sequence[Mapping[Any, CallRecord]]) -> CallRecord | None:
+    """The row at ``key`` in the first layer that has one (the unit's own writes first, then its taken batches,
+    newest first)."""
+    for layer in layers:
+        found = layer.get(key)
+        if found is not None:
+            return found
+    return None
 
 
 class _Overlay(NamedTuple):

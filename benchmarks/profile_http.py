@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import re
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 import contenders as cs
 import gateway as gw
 import remote as rm
-from profile_proxy import py_spy
+from profile_proxy import analyse, py_spy
 from report import table
 from stats import fmt
 
@@ -55,8 +54,6 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("stdio relay and child", re.compile(r"(proxy/relay|upstream/stdio/\w+)\.py")),
     ("asyncio event loop", re.compile(r"asyncio/")),
 ]
-OTHER = "other"
-_LINE = re.compile(r":\d+\)$")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -71,32 +68,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=20, help="leaf functions listed")
     parser.add_argument("--out", type=Path, default=None, help="keep the collapsed stacks in this file")
     return parser.parse_args(argv)
-
-
-def categorize(frames: list[str]) -> str:
-    """The category of one sample (frames root first)."""
-    for frame in reversed(frames):
-        for name, pattern in RULES:
-            if pattern.search(frame):
-                return name
-    return OTHER
-
-
-def analyse(raw: Path) -> tuple[collections.Counter[str], collections.Counter[str], int]:
-    """(samples per category, samples per leaf function, samples) of the main thread in a collapsed-stack file."""
-    categories: collections.Counter[str] = collections.Counter()
-    leaves: collections.Counter[str] = collections.Counter()
-    total = 0
-    for row in raw.read_text(encoding="utf-8").splitlines():
-        stack, _, count_text = row.rpartition(" ")
-        if "_do_waitpid" in stack or "ThreadedChildWatcher" in stack or "_bootstrap " in stack.split(";")[0]:
-            continue  # helper threads
-        count = int(count_text)
-        frames = [_LINE.sub(")", frame) for frame in stack.split(";")]
-        total += count
-        categories[categorize(frames)] += count
-        leaves[frames[-1]] += count
-    return categories, leaves, total
 
 
 def spy(pid: int, args: argparse.Namespace, raw: Path) -> subprocess.Popen[bytes]:
@@ -164,7 +135,7 @@ def main(argv: list[str]) -> int:
         tmp = Path(tmp_name)
         raw = args.out or tmp / "profile.txt"
         calls, seconds = (profile_serve if args.path == "serve" else profile_remote)(args, tmp, raw)
-        categories, leaves, total = analyse(raw)
+        categories, leaves, total = analyse(raw, RULES)
     mode = "journaled" if args.journaled else "pass-through"
     print(
         f"{args.path} ({mode}): {calls:,} calls in {seconds:.1f}s ({calls / seconds:,.0f} calls/s), {total} samples\n"

@@ -87,28 +87,30 @@ def drive(peer: Peer, args: argparse.Namespace, spy: subprocess.Popen[bytes]) ->
     return calls, time.perf_counter() - start
 
 
-def categorize(frames: list[str]) -> str:
-    """The category of one sample's stack (root first)."""
+def categorize(frames: list[str], rules: list[tuple[str, re.Pattern[str]]] = RULES) -> str:
+    """The category of one sample's stack (root first): the first of ``rules`` matched from the leaf up."""
     for frame in reversed(frames):
-        for name, pattern in RULES:
+        for name, pattern in rules:
             if pattern.search(frame):
                 return name
     return OTHER
 
 
-def analyse(raw: Path) -> tuple[collections.Counter[str], collections.Counter[str], int]:
+def analyse(
+    raw: Path, rules: list[tuple[str, re.Pattern[str]]] = RULES
+) -> tuple[collections.Counter[str], collections.Counter[str], int]:
     """(samples per category, samples per leaf Python function, main-thread samples) of a collapsed-stack file."""
     categories: collections.Counter[str] = collections.Counter()
     leaves: collections.Counter[str] = collections.Counter()
     total = 0
     for row in raw.read_text(encoding="utf-8").splitlines():
         stack, _, count_text = row.rpartition(" ")
-        if "ThreadedChildWatcher" in stack or "_do_waitpid" in stack:
-            continue
+        if "ThreadedChildWatcher" in stack or "_do_waitpid" in stack or "_bootstrap " in stack.split(";")[0]:
+            continue  # helper threads
         count = int(count_text)
         frames = [_LINE.sub(")", frame) for frame in stack.split(";")]
         total += count
-        categories[categorize(frames)] += count
+        categories[categorize(frames, rules)] += count
         python_frames = [f for f in frames if ".py)" in f or "(<string>)" in f]
         leaf = frames[-1] if not python_frames or frames[-1] in python_frames else f"{python_frames[-1]} → native"
         leaves[leaf] += count

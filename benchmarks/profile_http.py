@@ -1,6 +1,7 @@
 """Where the HTTP paths' time goes: py-spy samples of `checkpoint serve` or `checkpoint --upstream-url` under load.
 
-``--path serve``: the gateway (pass-through, or journaled to SQLite with ``--journaled``) in front of the bundled
+``--path serve``: the gateway (pass-through, journaled to SQLite with ``--journaled``, or to PostgreSQL with
+``--postgres``, whose commits run on the committer's thread: its samples are left out, see ``analyse``) in front of the bundled
 stdio upstream, loaded by ``--clients`` concurrent HTTP clients of ``gateway.py`` (2026-07-28 POSTs on one
 workflow). ``--path remote``: the stdio proxy in front of ``http_upstream.py``, driven with ``--in-flight`` calls
 outstanding by the stdio benchmark client. py-spy samples the process's main thread; the samples are bucketed by
@@ -61,6 +62,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", choices=["serve", "remote"], default="serve")
     parser.add_argument("--journaled", action="store_true", help="journal to SQLite")
+    parser.add_argument(
+        "--postgres", action="store_true", help="serve: journal to PostgreSQL (a server from the embedded wheel)"
+    )
+    parser.add_argument("--pg-url", default=None, help="with --postgres: this database instead of a new server")
     parser.add_argument("--seconds", type=float, default=6.0, help="how long py-spy samples")
     parser.add_argument("--rate", type=int, default=200, help="samples per second")
     parser.add_argument("--clients", type=int, default=64, help="serve: concurrent HTTP clients")
@@ -93,7 +98,14 @@ def spy(pid: int, args: argparse.Namespace, raw: Path) -> subprocess.Popen[bytes
 
 
 def profile_serve(args: argparse.Namespace, tmp: Path, raw: Path) -> tuple[int, float]:
-    served = gw.start_serve("serve", 1, str(tmp / "j.db") if args.journaled else None)
+    if not args.postgres:
+        return load_serve(args, raw, str(tmp / "j.db") if args.journaled else None)
+    with gw.postgres(args) as (url, _):
+        return load_serve(args, raw, url)
+
+
+def load_serve(args: argparse.Namespace, raw: Path, journal: str | None) -> tuple[int, float]:
+    served = gw.start_serve("serve", 1, journal)
     try:
         asyncio.run(gw.load(served.endpoints, True, args.clients, 0.5, 1.0))  # warm-up
         recorder = spy(served.procs[0].pid, args, raw)
@@ -136,7 +148,7 @@ def main(argv: list[str]) -> int:
         raw = args.out or tmp / "profile.txt"
         calls, seconds = (profile_serve if args.path == "serve" else profile_remote)(args, tmp, raw)
         categories, leaves, total = analyse(raw, RULES)
-    mode = "journaled" if args.journaled else "pass-through"
+    mode = "journaled to PostgreSQL" if args.postgres else "journaled" if args.journaled else "pass-through"
     print(
         f"{args.path} ({mode}): {calls:,} calls in {seconds:.1f}s ({calls / seconds:,.0f} calls/s), {total} samples\n"
     )

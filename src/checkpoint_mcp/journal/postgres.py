@@ -32,14 +32,14 @@ from checkpoint_mcp.errors import (
     UsageError,
     WorkflowOwned,
 )
-from checkpoint_mcp.journal import chain
+from checkpoint_mcp.journal import chain, pgwrites
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.chain import Event, start_chains
+from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sequences import SequenceBlocks
-from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
 
 try:
     import psycopg
@@ -347,7 +347,7 @@ class PostgresJournal(SqlJournal):
         queued, workflows, locks = self._once_more_if_dead(lambda: self._open_write(groups))
         with self._translated("write"):
             try:
-                events = [event for event, cursor in queued if cursor is None or cursor.rowcount > 0]
+                events = pgwrites.recorded(queued)
                 heads = self._heads_read(workflows, locks)
                 with self._conn.pipeline():
                     if events:
@@ -359,37 +359,22 @@ class PostgresJournal(SqlJournal):
                 self._roll_back()
                 raise
 
-    def _open_write(self, groups: list[Group]) -> tuple[list[tuple[Event, Any]], list[str], list[tuple[Any, Any]]]:
-        """BEGIN, ``groups``' statements, each event's workflow locked and its head read, in one pipeline (rolled
-        back if it fails): the events queued (``_queue_statements``), their workflows, each lock's and head's cursor."""
+    def _open_write(self, groups: list[Group]) -> tuple[pgwrites.Pending, list[str], list[tuple[Any, Any]]]:
+        """BEGIN, ``groups``' statements (``pgwrites``: an array statement per kind of row), each event's workflow
+        locked and its head read, in one pipeline (rolled back if it fails): the events queued, their workflows,
+        each lock's and head's cursor."""
         with self._translated("write"):
             try:
                 with self._conn.pipeline():
                     self._conn.execute("BEGIN")
-                    queued = self._queue_statements(groups)
-                    workflows = sorted({event.workflow for event, _ in queued})
+                    queued = pgwrites.queue_groups(self._conn.execute, self._executemany, groups)
+                    workflows = sorted({event.workflow for event, _, _ in queued})
                     execute = self._conn.execute
                     locks = [(execute(_LOCK_WORKFLOW, (w,)), execute(_HEAD, (w,))) for w in workflows]
             except BaseException:
                 self._roll_back()
                 raise
         return queued, workflows, locks
-
-    def _queue_statements(self, groups: list[Group]) -> list[tuple[Event, Any]]:
-        """Queue ``groups``' statements in the pipeline; each event, with the cursor of the finish it records (its
-        event counts only if the finish changed a row: a call an operator resolved meanwhile stays as it is)."""
-        queued: list[tuple[Event, Any]] = []
-        for sql, rows, events in groups:
-            if sql is FINISH_CALL:
-                for params, event in zip(rows, events, strict=True):
-                    cursor = self._conn.execute(_dialect(sql), params)
-                    if event is not None:
-                        queued.append((event, cursor))
-                continue
-            if sql is not EVENT:
-                self._conn.cursor().executemany(_dialect(sql), rows)
-            queued.extend((event, None) for event in events if event is not None)
-        return queued
 
     def _heads_read(self, workflows: list[str], locks: list[tuple[Any, Any]]) -> dict[str, str]:
         """The chain heads the pipeline read; a workflow the journal has not seen is created, locked, then read."""
@@ -410,6 +395,10 @@ class PostgresJournal(SqlJournal):
         if not self._conn.broken and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("ROLLBACK")
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """executemany in the open pipeline (the cursor stays open until the pipeline's results are read)."""
+        self._conn.cursor().executemany(_dialect(sql), rows)
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany (pipelined by psycopg) on the journal's connection."""
@@ -444,7 +433,10 @@ class PostgresJournal(SqlJournal):
         return heads
 
     def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
-        """One INSERT of every row (one round trip, where ``executemany`` takes a pipeline's several)."""
+        """One INSERT of every row: its columns as arrays (``pgwrites``), or a few rows as VALUES."""
+        if len(rows) >= pgwrites.ARRAY_ROWS:
+            self._conn.execute(pgwrites.INSERT_LINKS, pgwrites.link_columns(rows))
+            return
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
         self._conn.execute(
             f"INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES {values}",

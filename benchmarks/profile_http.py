@@ -1,14 +1,14 @@
 """Where the HTTP paths' time goes: py-spy samples of `checkpoint serve` or `checkpoint --upstream-url` under load.
 
 ``--path serve``: the gateway (pass-through, journaled to SQLite with ``--journaled``, or to PostgreSQL with
-``--postgres``, whose commits run on the committer's thread: its samples are left out, see ``analyse``) in front of the bundled
-stdio upstream, loaded by ``--clients`` concurrent HTTP clients of ``gateway.py`` (2026-07-28 POSTs on one
-workflow). ``--path remote``: the stdio proxy in front of ``http_upstream.py``, driven with ``--in-flight`` calls
+``--postgres``, whose commits run on the committer's thread: its samples are left out, see ``analyse``) in front
+of the bundled stdio upstream, loaded by ``--clients`` concurrent HTTP clients of ``gateway.py`` (2026-07-28 POSTs
+on one workflow). ``--path remote``: the stdio proxy in front of ``http_upstream.py``, driven with ``--in-flight`` calls
 outstanding by the stdio benchmark client. py-spy samples the process's main thread; the samples are bucketed by
 what it was doing (HTTP parsing, routing, the interceptor, the journal, the HTTP client, the event loop, idle) and
 printed as microseconds of main-thread time per call.
 
-Run: ``.venv/bin/python benchmarks/profile_http.py --path serve [--journaled] [--seconds 6]``.
+Run: ``.venv/bin/python benchmarks/profile_http.py --path serve [--journaled | --postgres] [--seconds 6]``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
 from checkpoint_mcp.journal.pgwrites import ARRAY_ROWS
-
 from ledger import verified
 
 CALLS = 3 * ARRAY_ROWS

@@ -47,10 +47,13 @@ def _counter() -> tuple[SequenceBlocks, list[int], _Clock]:
 
 def test_blocks_grow_while_calls_come_fast_and_every_sequence_is_handed_out_once() -> None:
     blocks, steps, _ = _counter()
-    seqs = [blocks.next("wf") for _ in range(500)]
-    assert seqs == list(range(1, 501))  # one replica at a steady pace: no gap
-    assert steps[:8] == [1, 2, 4, 8, 16, 32, 64, 64]
-    assert len(steps) == 7 + (500 - 127 + 63) // 64
+    calls = 4 * BLOCK_MAX
+    seqs = [blocks.next("wf") for _ in range(calls)]
+    assert seqs == list(range(1, calls + 1))  # one replica at a steady pace: no gap
+    doubling = [2**i for i in range(BLOCK_MAX.bit_length())]  # 1, 2, 4, … BLOCK_MAX
+    assert steps[: len(doubling) + 1] == [*doubling, BLOCK_MAX]
+    held = 2 * BLOCK_MAX - 1  # what the doubling blocks hold
+    assert len(steps) == len(doubling) + (calls - held + BLOCK_MAX - 1) // BLOCK_MAX
 
 
 def test_a_slow_workflow_keeps_small_blocks_and_a_pause_starts_again_at_one() -> None:
@@ -59,17 +62,17 @@ def test_a_slow_workflow_keeps_small_blocks_and_a_pause_starts_again_at_one() ->
         blocks.next("wf")
         clock.now += BLOCK_SECONDS * 3
     assert steps == [1] * 5
-    for _ in range(128):  # blocks of 1 to 64 hold 127: the 128th takes a second 64
+    for _ in range(2 * BLOCK_MAX):  # blocks of 1 to BLOCK_MAX hold 2 * BLOCK_MAX - 1: the last takes a second one
         blocks.next("wf")
     assert steps[-2:] == [BLOCK_MAX, BLOCK_MAX]
-    clock.now += BLOCK_SECONDS * 1.5  # the rest of a block of 64 expires: half as much next time
+    clock.now += BLOCK_SECONDS * 1.5  # the rest of a block of BLOCK_MAX expires: half as much next time
     blocks.next("wf")
     assert steps[-1] == BLOCK_MAX // 2
     clock.now += BLOCK_SECONDS * 2
     before = blocks.next("wf")
     assert steps[-1] == 1
     assert before is not None
-    assert before > 5 + 127 + 64 + 32  # an expired rest is a gap, never handed out late
+    assert before > 5 + (2 * BLOCK_MAX - 1) + BLOCK_MAX + BLOCK_MAX // 2  # an expired rest is a gap, never late
 
 
 def test_forgotten_blocks_are_never_handed_out() -> None:
@@ -117,7 +120,7 @@ def test_a_block_is_taken_in_one_round_trip_and_calls_in_a_row_share_few(pg_url:
         journal.close()
     assert first == [1]
     assert seqs == list(range(2, 201))
-    assert rest[0] <= 10  # blocks of 2, 4, ... 64: not one step per call
+    assert rest[0] <= 10  # blocks of 2, 4, 8, ...: not one step per call
 
 
 def test_two_replicas_allocating_at_once_never_hand_out_the_same_sequence(pg_url: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from checkpoint_mcp.wire import (
     TOO_DEEP,
@@ -13,6 +15,7 @@ from checkpoint_mcp.wire import (
     classify,
     compact_json,
     id_key,
+    id_span,
     member_text,
     object_members,
     raw_response_line,
@@ -20,6 +23,7 @@ from checkpoint_mcp.wire import (
     set_member,
     skip_value,
     sorted_json,
+    with_id,
 )
 
 
@@ -172,3 +176,50 @@ def test_result_span_finds_what_the_member_scan_finds(text: str) -> None:
 def test_result_span_refuses_what_is_not_an_object(text: str) -> None:
     with pytest.raises(ValueError, match=r"expected (an object|a value) at"):
         result_span(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"id":1}}',  # an "id" deeper down
+        '{"jsonrpc":"2.0","id":"a","method":"m"}',
+        '{"method":"m","params":{},"jsonrpc":"2.0","id":3}',  # the id last (the TypeScript SDK's order)
+        '{ "jsonrpc" : "2.0" , "id" : -3 , "result" : {} }',
+        '{"jsonrpc":"2.0","id":1,"id":2,"result":{}}',  # a duplicate: the last wins, as in json.loads
+        '{"jsonrpc":"2.0","id":1,"result":{},"\\u0069d":2}',  # the same, its name escaped
+        '{"jsonrpc":"2.0","id":1.5,"result":{}}',
+        '{"jsonrpc":"2.0","id":1e3,"result":{}}',
+        '{"jsonrpc":"2.0","id":null,"method":"m"}',
+        '{"jsonrpc":"2.0","id":"a\\"b","method":"m"}',
+        '{"jsonrpc":"2.0","method":"id","id":4}',
+        '{"jsonrpc":"2.0","method":"notifications/x"}',  # no id
+        '{"jsonrpc":"2.0","id":12345678901234567890123,"result":{}}',
+    ],
+)
+def test_id_span_finds_what_the_member_scan_finds(text: str) -> None:
+    members, _ = object_members(text, 0)
+    assert id_span(text) == members.get("id")
+    assert json.loads(text).get("id") == (json.loads(text[slice(*members["id"])]) if "id" in members else None)
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
+_KEYS = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "x", r"\u0069d", r"i\"d"])
+
+
+@given(
+    st.lists(st.tuples(_KEYS, st.one_of(_SCALARS, st.dictionaries(_KEYS, _SCALARS, max_size=3))), max_size=6),
+    st.sampled_from(["", " ", "\n "]),
+)
+def test_id_span_agrees_with_the_member_scan_on_any_object(members: list[tuple[str, object]], space: str) -> None:
+    # Raw member names (escapes kept as written), so duplicates and escaped spellings of "id" occur.
+    body = f",{space}".join(f'"{key}"{space}:{space}{json.dumps(value)}' for key, value in members)
+    text = "{" + space + body + space + "}"
+    scanned, _ = object_members(text, 0)
+    assert id_span(text) == scanned.get("id")
+    original, replaced = with_id(text, '"alias"')
+    if "id" in scanned:
+        start, end = scanned["id"]
+        assert (original, replaced) == (text[start:end], text[:start] + '"alias"' + text[end:])
+        assert json.loads(replaced)["id"] == "alias"
+    else:
+        assert (original, replaced) == (None, text)

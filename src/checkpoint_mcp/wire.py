@@ -347,6 +347,45 @@ def result_span(text: str) -> tuple[int, int] | None:
     return members.get("result")
 
 
+_ID_HEAD = re.compile(rf'\{{{_W}(?:"(?:jsonrpc|method)"{_W}:{_W}"[^"\\\x00-\x1f]*"{_W},{_W})*"id"{_W}:{_W}')
+_ID_VALUE = re.compile(r'"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*)(?![0-9.eE])')
+_MEMBER_END = re.compile(rf"{_W}[,}}]")
+
+
+def id_span(text: str) -> tuple[int, int] | None:
+    """The span of the top-level ``id`` member of the JSON object ``text`` (``object_members(text, 0)["id"]``),
+    or None if it has none.
+
+    A message written the usual way (``jsonrpc`` and ``method`` before an ``id`` that is a plain string or an
+    integer, and no other ``"id"`` anywhere, in any spelling) is read by two regular expressions; anything else,
+    a duplicate member included, by ``object_members``, whose last duplicate wins as it does for ``json.loads``.
+
+    Raises:
+        ValueError: ``text`` is not a JSON object.
+    """
+    head = _ID_HEAD.match(text)
+    if head is not None and text.count('"id"') == 1 and "\\u" not in text:
+        value = _ID_VALUE.match(text, head.end())
+        if value is not None and _MEMBER_END.match(text, value.end()) is not None:
+            return value.span()
+    members, _ = object_members(text, 0)
+    return members.get("id")
+
+
+def with_id(text: str, value_text: str) -> tuple[str | None, str]:
+    """``text`` with its top-level ``id`` member's value replaced by ``value_text`` (every other byte unchanged),
+    and the exact text of the value it replaced; ``(None, text)`` if there is no ``id``.
+
+    Raises:
+        ValueError: ``text`` is not a JSON object.
+    """
+    span = id_span(text)
+    if span is None:
+        return None, text
+    start, end = span
+    return text[start:end], f"{text[:start]}{value_text}{text[end:]}"
+
+
 def member_text(text: str, path: Sequence[str]) -> str | None:
     """The exact JSON text of the member at ``path`` (object keys from the top), or None if absent."""
     pos = 0

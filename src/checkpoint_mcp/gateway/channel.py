@@ -37,8 +37,8 @@ from checkpoint_mcp.wire import (
     dumps,
     error_line,
     id_key,
-    member_text,
     set_member,
+    with_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -177,10 +177,9 @@ class Channel:
         key = id_key(message.id)
         original: str | None = None
         if key in self._waiting:
-            text = line.decode()
-            original = member_text(text, ("id",))
             alias = self._new_alias()
-            line = set_member(text, ("id",), dumps(alias)).encode()
+            original, text = with_id(line.decode(), dumps(alias))  # the message has an id: it is waited for
+            line = text.encode()
             self._aliases[key] = alias
             key = id_key(alias)
         self._waiting[key] = _Waiting(stream, original)
@@ -427,7 +426,11 @@ class Channel:
                 self._forget(message.id, waiting)
                 answer = line
                 if waiting.original is not None:
-                    answer = set_member(line.decode(), ("id",), waiting.original).encode()
+                    text = line.decode()
+                    replaced, restored = with_id(text, waiting.original)
+                    if replaced is None:  # an answer with no id member at all
+                        restored = set_member(text, ("id",), waiting.original)
+                    answer = restored.encode()
                 waiting.stream.append(answer, final=True, body=message.body)
                 if self._observe is not None:
                     self._observe(waiting.stream, message.body)

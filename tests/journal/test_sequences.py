@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from checkpoint_mcp.errors import JournalUnavailable
+from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import PostgresJournal
 from checkpoint_mcp.journal.sequences import BLOCK_MAX, BLOCK_SECONDS, SequenceBlocks
@@ -236,3 +236,35 @@ def test_a_write_that_finds_its_connection_dead_is_sent_again_on_a_new_one(pg_se
         journal.close()
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT seq, state FROM calls WHERE workflow_id = 'wf'").fetchall() == [(1, "PENDING")]
+
+
+def test_a_write_that_fails_after_its_commit_was_queued_writes_nothing_and_the_next_one_works(pg_url: str) -> None:
+    """The second pipeline queues the links, NOTIFY and COMMIT together: a link refused there (here by a trigger)
+    skips the COMMIT, and the transaction is rolled back on the same live connection."""
+    journal = _replica(pg_url, "a")
+    refuse = (
+        "CREATE FUNCTION refuse_seq_2() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN IF NEW.seq = 2 THEN RAISE EXCEPTION 'link refused by the test'; END IF; RETURN NEW; END $$"
+    )
+    try:
+        unit = journal.unit()
+        unit.reserve("wf", 1, "send_email", "{}", "sig1")
+        unit.commit()
+        session = journal._conn.info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(refuse)
+            admin.execute("CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_seq_2()")
+        unit.reserve("wf", 2, "send_email", "{}", "sig2")
+        with pytest.raises(JournalError, match="link refused by the test"):
+            unit.commit()
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("DROP TRIGGER refuse ON events")
+        unit.reserve("wf", 3, "send_email", "{}", "sig3")
+        unit.commit()
+        assert journal._conn.info.backend_pid == session  # the same session carried on: nothing to reconnect
+    finally:
+        journal.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT seq FROM calls WHERE workflow_id = 'wf' ORDER BY seq").fetchall() == [(1,), (3,)]
+        assert conn.execute("SELECT count(*) FROM events WHERE seq = 2").fetchone() == (0,)
+    verified(pg_url)

@@ -50,10 +50,8 @@ INSERT_LINKS = (
 """Every link of a commit, in the order given (the events' ids follow it)."""
 
 
-def columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
-    """Rows of ``width`` values as ``width`` lists, one per column (an array parameter each)."""
-    if not rows:
-        return [[] for _ in range(width)]
+def columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """Rows (at least one) as lists, one per column: an array parameter each."""
     return [list(column) for column in zip(*rows, strict=True)]
 
 
@@ -62,7 +60,7 @@ class Finishes:
 
     def __init__(self, execute: Execute, rows: list[tuple[Any, ...]]) -> None:
         """Queue the statement (in the open pipeline)."""
-        self._cursor = execute(FINISH_CALLS, columns(rows, 5))
+        self._cursor = execute(FINISH_CALLS, columns(rows))
         self._changed: set[tuple[str, int]] | None = None
 
     def changed(self, params: tuple[Any, ...]) -> bool:
@@ -72,11 +70,14 @@ class Finishes:
         return (params[3], params[4]) in self._changed
 
 
+_FINISH_ONE = FINISH_CALL.replace("?", "%s")
+
+
 class OneFinish:
     """A finish sent as a statement of its own (a small group, or one that finishes a call twice)."""
 
     def __init__(self, execute: Execute, params: tuple[Any, ...]) -> None:
-        self._cursor = execute(FINISH_CALL.replace("?", "%s"), params)
+        self._cursor = execute(_FINISH_ONE, params)
 
     def changed(self, params: tuple[Any, ...]) -> bool:
         return bool(self._cursor.rowcount > 0)
@@ -92,8 +93,7 @@ def queue_groups(execute: Execute, execute_many: ExecuteMany, groups: list[Group
     pending: Pending = []
     for sql, rows, events in groups:
         if sql is FINISH_CALL:
-            keys = {(params[3], params[4]) for params in rows}
-            if len(rows) >= ARRAY_ROWS and len(keys) == len(rows):
+            if len(rows) >= ARRAY_ROWS and len({(params[3], params[4]) for params in rows}) == len(rows):
                 finishes: Finishes | OneFinish = Finishes(execute, rows)
                 pending.extend((event, finishes, params) for params, event in zip(rows, events, strict=True) if event)
                 continue
@@ -103,7 +103,7 @@ def queue_groups(execute: Execute, execute_many: ExecuteMany, groups: list[Group
                     pending.append((event, one, params))
             continue
         if sql is INSERT_CALL and len(rows) >= ARRAY_ROWS:
-            execute(INSERT_CALLS, columns(rows, 8))
+            execute(INSERT_CALLS, columns(rows))
         elif sql is not EVENT:
             execute_many(sql, rows)
         pending.extend((event, None, ()) for event in events if event is not None)
@@ -113,8 +113,3 @@ def queue_groups(execute: Execute, execute_many: ExecuteMany, groups: list[Group
 def recorded(pending: Pending) -> list[Event]:
     """The events whose write took effect (read once the pipeline has run)."""
     return [event for event, finish, params in pending if finish is None or finish.changed(params)]
-
-
-def link_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """``INSERT_LINKS``'s parameters."""
-    return columns(rows, 7)

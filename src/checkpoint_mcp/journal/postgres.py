@@ -435,7 +435,7 @@ class PostgresJournal(SqlJournal):
     def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
         """One INSERT of every row: its columns as arrays (``pgwrites``), or a few rows as VALUES."""
         if len(rows) >= pgwrites.ARRAY_ROWS:
-            self._conn.execute(pgwrites.INSERT_LINKS, pgwrites.link_columns(rows))
+            self._conn.execute(pgwrites.INSERT_LINKS, pgwrites.columns(rows))
             return
         values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
         self._conn.execute(

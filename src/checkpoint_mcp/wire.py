@@ -318,7 +318,9 @@ def object_members(text: str, pos: int) -> tuple[dict[str, tuple[int, int]], int
 
 
 _W = r"[ \t\n\r]*"
-_ENVELOPE_MEMBER = rf'"(?:jsonrpc|id)"{_W}:{_W}(?:"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*))'
+_PLAIN_STRING = r'"[^"\\\x00-\x1f]*"'  # a JSON string without escapes
+_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+_ENVELOPE_MEMBER = rf'"(?:jsonrpc|id)"{_W}:{_W}(?:{_PLAIN_STRING}|{_INTEGER})'
 _RESULT_HEAD = re.compile(rf'\{{{_W}(?:{_ENVELOPE_MEMBER}{_W},{_W})*"result"{_W}:{_W}')
 _RESULT_TAIL = re.compile(rf"(?:{_W},{_W}{_ENVELOPE_MEMBER})*{_W}\}}")
 
@@ -347,8 +349,8 @@ def result_span(text: str) -> tuple[int, int] | None:
     return members.get("result")
 
 
-_ID_HEAD = re.compile(rf'\{{{_W}(?:"(?:jsonrpc|method)"{_W}:{_W}"[^"\\\x00-\x1f]*"{_W},{_W})*"id"{_W}:{_W}')
-_ID_VALUE = re.compile(r'"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*)(?![0-9.eE])')
+_ID_HEAD = re.compile(rf'\{{{_W}(?:"(?:jsonrpc|method)"{_W}:{_W}{_PLAIN_STRING}{_W},{_W})*"id"{_W}:{_W}')
+_ID_VALUE = re.compile(rf"{_PLAIN_STRING}|{_INTEGER}(?![0-9.eE])")
 _MEMBER_END = re.compile(rf"{_W}[,}}]")
 
 

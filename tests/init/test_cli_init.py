@@ -177,8 +177,8 @@ def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(projec
     out = init_ok("--project", str(project), "--only", "quoted")
     assert "wrapped: quoted" in out
     init_ok("--undo", "--project", str(project))
-    init_ok("--undo", "--project", str(project))
-    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON
+    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON, "one undo undoes both runs"
+    assert run_init("--undo", "--project", str(project)).returncode == 1
 
 
 def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(project: Path, tmp_path: Path) -> None:

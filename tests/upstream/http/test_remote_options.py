@@ -109,7 +109,7 @@ def test_upstream_header_env_sends_the_variable_s_value_to_a_server_that_require
             assert without.close() == 0
     assert reply["result"]["content"][0]["text"] == "sent to ivy"
     assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
-    assert b"s3cret" not in command_line
+    assert TOKEN.encode() not in command_line
     assert "401" in refused["error"]["message"], "the server does refuse a request without the header"
     received = [json.loads(line) for line in (tmp_path / "effects.jsonl").read_text().splitlines()]
     sent = [r["auth"] for r in received if r["event"] == "received"]

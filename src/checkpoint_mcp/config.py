@@ -23,6 +23,7 @@ class RemoteConfig(NamedTuple):
     timeout: float = DEFAULT_UPSTREAM_TIMEOUT
     ca_file: str | None = None
     auth: Literal["oauth"] | None = None
+    header_envs: tuple[str, ...] = ()  # "Name=VAR" as given (--upstream-header-env): VAR's value, read at start
 
 
 class ProxyConfig(NamedTuple):
@@ -76,6 +77,32 @@ def expand_headers(templates: tuple[str, ...], environ: Mapping[str, str]) -> di
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_headers(specs: tuple[str, ...], environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``--upstream-header-env Name=VAR`` headers: each one's value is VAR's, taken as it is.
+
+    The value never passes through a command line (where a client such as Claude Code would try to expand a
+    ``${VAR}`` from its own environment); errors name the header and the variable, never a value.
+
+    Raises:
+        UsageError: a spec is not ``Name=VAR``, or VAR is unset or empty, or its value holds a line break.
+    """
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, equals, variable = (part.strip() for part in spec.partition("="))
+        if not equals or not _TOKEN.fullmatch(name) or not _ENV_NAME.fullmatch(variable):
+            raise UsageError(f"--upstream-header-env must look like 'Name=VARIABLE', not {spec[:60]!r}")
+        value = environ.get(variable, "")
+        if not value:
+            raise UsageError(
+                f"--upstream-header-env {name}={variable}: the environment variable {variable} is empty or unset"
+            )
+        if "\r" in value or "\n" in value:
+            raise UsageError(f"--upstream-header-env {name}={variable}: the value holds a line break")
+        headers[name] = value
+    return headers
 
 
 def audit_key(variable: str | None, environ: Mapping[str, str] | None = None) -> bytes | None:

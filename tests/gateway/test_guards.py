@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import os
 import subprocess
 from pathlib import Path
 
@@ -114,12 +115,29 @@ def test_a_non_loopback_address_without_auth_is_refused_before_listening() -> No
         (["--listen", "localhost"], "HOST:PORT"),
         (["--upstream-url", "http://127.0.0.1:1/mcp"], "not both"),
         (["--upstream-header", "X-Key: 1"], "applies to --upstream-url only"),
+        (["--upstream-header-env", "X-Key=VAR"], "applies to --upstream-url only"),
     ],
 )
 def test_unusable_flags_are_usage_errors(args: list[str], message: str) -> None:
     done = run_serve(*args)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_an_unset_upstream_header_env_variable_is_refused_before_listening() -> None:
+    done = subprocess.run(
+        checkpoint_argv(
+            "serve", "--upstream-url", "http://127.0.0.1:9/mcp", "--upstream-header-env", "X-Key=CHECKPOINT_TEST_UNSET"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=DEFAULT_TIMEOUT,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "CHECKPOINT_TEST_UNSET"},
+    )
+    assert done.returncode == 1
+    assert "--upstream-header-env X-Key=CHECKPOINT_TEST_UNSET: the environment variable" in done.stderr
+    assert "listening on" not in done.stderr
 
 
 def test_no_auth_on_a_non_loopback_address_is_an_explicit_choice(tmp_path: Path) -> None:

@@ -177,8 +177,8 @@ def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(projec
     out = init_ok("--project", str(project), "--only", "quoted")
     assert "wrapped: quoted" in out
     init_ok("--undo", "--project", str(project))
-    init_ok("--undo", "--project", str(project))
-    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON
+    assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON, "one undo undoes both runs"
+    assert run_init("--undo", "--project", str(project)).returncode == 1
 
 
 def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(project: Path, tmp_path: Path) -> None:
@@ -338,3 +338,55 @@ def test_claude_desktop_file_is_where_each_os_keeps_it() -> None:
         os.path.join("Roaming", "Claude", "claude_desktop_config.json")
     )
     assert desktop_config_path({"HOME": "/home/ann"}, "linux") == "/home/ann/.config/Claude/claude_desktop_config.json"
+
+
+@pytest.mark.parametrize(
+    ("client", "relative", "key"),
+    [
+        ("cursor", "project/.cursor/mcp.json", "mcpServers"),
+        ("vscode", "project/.vscode/mcp.json", "servers"),
+        ("claude-desktop", "config/Claude/claude_desktop_config.json", "mcpServers"),
+    ],
+)
+def test_a_second_init_gives_the_session_server_the_journals_of_servers_added_since_and_undo_goes_back_to_the_start(
+    tmp_path: Path, client: str, relative: str, key: str
+) -> None:
+    project, path = tmp_path / "project", tmp_path / relative
+    path.parent.mkdir(parents=True)
+    project.mkdir(exist_ok=True)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    original = json.dumps({key: {"files": {"command": "npx", "args": ["-y", "@x/files"]}}}, indent=4)
+    path.write_text(original)
+    args = ("--project", str(project), "--client", client)
+    journal = str(project / ".checkpoint" / "journal.db")
+    init_ok(*args, env=env)
+    prefix = ["-m", "checkpoint_mcp", "session"]
+    assert servers(path, key)["checkpoint-session"]["args"] == [*prefix, "--journal", journal, "--workflow-id", "files"]
+
+    document = json.loads(path.read_text())
+    document[key]["web"] = {"url": "https://api.example.com/mcp"}
+    added = json.dumps(document, indent=4)
+    path.write_text(added)
+    out = init_ok(*args, env=env)
+    assert "wrapped: web" in out
+    assert "gave the session server 'checkpoint-session' 1 more journal(s)" in out
+    table = servers(path, key)
+    assert "--upstream-url" in table["web"]["args"]
+    assert table["checkpoint-session"]["args"] == [
+        *prefix,
+        *("--journal", journal, "--workflow-id", "files"),
+        *("--journal", journal, "--workflow-id", "web"),
+    ]
+    assert table["checkpoint-session"]["env"] == {"CHECKPOINT_PROJECT_ROOT": str(project)}
+
+    twice = path.read_bytes()
+    assert "nothing to change" in init_ok(*args, env=env)
+    assert path.read_bytes() == twice
+
+    out = init_ok("--undo", "--project", str(project))
+    assert path.read_text() == original, "the state before the first init"
+    [aside] = [p for p in path.parent.iterdir() if ".checkpoint-undo-" in p.name]
+    assert aside.read_text() == added, "the server added by hand between the two runs is kept beside"
+    assert out.count(f"restored {path}") == 1
+    assert not (project / ".checkpoint").exists()
+    assert run_init("--undo", "--project", str(project)).returncode == 1, "nothing left to undo"

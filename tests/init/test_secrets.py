@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,16 +62,10 @@ def recorder() -> Iterator[tuple[str, list[dict[str, str]]]]:
         server.server_close()
 
 
-def test_a_header_secret_reaches_the_server_and_never_the_proxy_command_line(
-    tmp_path: Path, recorder: tuple[str, list[dict[str, str]]]
-) -> None:
-    url, seen = recorder
-    config = {"mcpServers": {"pay": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${PAY_TOKEN}"}}}}
-    (tmp_path / ".mcp.json").write_text(json.dumps(config))
-    assert run_init("--project", str(tmp_path)).returncode == 0
-    entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["pay"]
-    assert "PAY_TOKEN" not in json.dumps(entry["args"])
-
+def first_header_through(entry: dict[str, Any], seen: list[dict[str, str]]) -> tuple[str, bytes]:
+    """Start ``entry`` as Claude Code would (``PAY_TOKEN`` set), initialize through it: the Authorization header
+    the server received, and the proxy's command line."""
+    seen.clear()
     argv, env = launch_argv(entry, {**os.environ, "PAY_TOKEN": SECRET})
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
@@ -84,12 +79,63 @@ def test_a_header_secret_reaches_the_server_and_never_the_proxy_command_line(
         answer = json.loads(proc.stdout.readline())
         assert answer["result"]["serverInfo"]["name"] == "checkpoint"
         command_line = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-        assert SECRET.encode() not in command_line
-        assert b"${CHECKPOINT_HEADER_AUTHORIZATION}" in command_line
     finally:
         proc.kill()
         proc.wait(20)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-    assert seen[0]["authorization"] == f"Bearer {SECRET}"
+    return seen[0]["authorization"], command_line
+
+
+def test_a_header_secret_reaches_the_server_and_never_the_proxy_command_line(
+    tmp_path: Path, recorder: tuple[str, list[dict[str, str]]]
+) -> None:
+    url, seen = recorder
+    config = {"mcpServers": {"pay": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${PAY_TOKEN}"}}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(config))
+    assert run_init("--project", str(tmp_path)).returncode == 0
+    entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["pay"]
+    assert "PAY_TOKEN" not in json.dumps(entry["args"])
+    assert "${" not in json.dumps(entry["args"]), "nothing left in args for the client to expand"
+
+    authorization, command_line = first_header_through(entry, seen)
+    assert authorization == f"Bearer {SECRET}"
+    assert SECRET.encode() not in command_line
+    assert b"--upstream-header-env\0Authorization=CHECKPOINT_HEADER_AUTHORIZATION\0" in command_line
+
+
+def test_an_entry_an_older_init_wrote_still_works_and_a_second_init_moves_it_to_upstream_header_env(
+    tmp_path: Path, recorder: tuple[str, list[dict[str, str]]]
+) -> None:
+    url, seen = recorder
+    old_args = ["-m", "checkpoint_mcp", "--journal", str(tmp_path / "j.db"), "--workflow-id", "pay"]
+    old_args += ["--upstream-url", url, "--upstream-header", "Authorization: ${CHECKPOINT_HEADER_AUTHORIZATION}"]
+    old_args += ["--upstream-header", "X-Mine: ${MY_OWN}"]  # written by hand: left as it is
+    old = {
+        "command": sys.executable,
+        "args": old_args,
+        "env": {"CHECKPOINT_HEADER_AUTHORIZATION": "Bearer ${PAY_TOKEN}", "MY_OWN": "x"},
+    }
+    original = json.dumps({"mcpServers": {"pay": old}}, indent=2)
+    (tmp_path / ".mcp.json").write_text(original)
+    assert first_header_through(old, seen)[0] == f"Bearer {SECRET}", "the old form keeps working"
+
+    upgraded = run_init("--project", str(tmp_path))
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "moved to --upstream-header-env: pay" in upgraded.stderr
+    entry = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["pay"]
+    assert entry["args"] == [
+        *old_args[:-4],
+        "--upstream-header-env",
+        "Authorization=CHECKPOINT_HEADER_AUTHORIZATION",
+        "--upstream-header",
+        "X-Mine: ${MY_OWN}",
+    ]
+    assert entry["env"] == old["env"]
+    assert first_header_through(entry, seen)[0] == f"Bearer {SECRET}"
+
+    again = run_init("--project", str(tmp_path))
+    assert "nothing to change" in again.stderr, again.stderr
+    assert run_init("--undo", "--project", str(tmp_path)).returncode == 0
+    assert (tmp_path / ".mcp.json").read_text() == original

@@ -3,7 +3,8 @@
 Standard library only (asyncio streams). ``python http_faults_server.py [--legacy] [--port N]`` binds 127.0.0.1,
 prints ``PORT <n>``, and serves ``/mcp``: Streamable HTTP with sessions (``Mcp-Session-Id: s<N>``), or with
 ``--legacy`` the 2024-11-05 HTTP+SSE transport (POST /mcp is 405; GET /mcp opens the event stream, whose
-``endpoint`` event names ``/messages``); with ``--cert FILE``, HTTPS. Every request it receives appends a line to ``EFFECTS_FILE``
+``endpoint`` event names ``/messages``); with ``--cert FILE``, HTTPS; with ``--require-authorization VALUE``, any
+request whose ``Authorization`` is not exactly VALUE gets a 401 (and is recorded as ``unauthorized``). Every request it receives appends a line to ``EFFECTS_FILE``
 (``{"event": "received", "method": ..., "tool": ..., "raw": <the body>, ...}``), and every side effect a ``done`` line.
 
 Tools (``tools/call`` by name):
@@ -56,8 +57,9 @@ def record(event: str, **fields: Any) -> None:
 
 
 class Server:
-    def __init__(self, legacy: bool) -> None:
+    def __init__(self, legacy: bool, authorization: str | None = None) -> None:
         self.legacy = legacy
+        self.authorization = authorization
         self.sessions: set[str] = set()
         self.counter = 0
         self.listeners: list[asyncio.StreamWriter] = []
@@ -105,6 +107,9 @@ class Server:
     async def route(
         self, method: str, target: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
     ) -> bool:
+        if self.authorization is not None and headers.get("authorization") != self.authorization:
+            record("unauthorized", method=method, auth=headers.get("authorization"))
+            return await self.respond(writer, 401, b"unauthorized", "text/plain")
         if self.legacy:
             return await self.route_legacy(method, target, body, writer, headers.get("traceparent"))
         session = headers.get("mcp-session-id")
@@ -287,11 +292,12 @@ async def main() -> None:
     parser.add_argument("--legacy", action="store_true")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--cert", help="serve HTTPS with this PEM file (certificate chain and private key)")
+    parser.add_argument("--require-authorization", metavar="VALUE", help="refuse (401) a request without it")
     options = parser.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", options.port))
-    server = Server(options.legacy)
+    server = Server(options.legacy, options.require_authorization)
     context = None
     if options.cert:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

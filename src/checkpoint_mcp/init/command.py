@@ -46,7 +46,11 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
 @click.option("--dry-run", is_flag=True, help="Print the diffs and write nothing.")
-@click.option("--undo", is_flag=True, help="Put back the files the last `init` of this project changed, byte for byte.")
+@click.option(
+    "--undo",
+    is_flag=True,
+    help="Put back the files every `init` of this project changed as they were before the first, byte for byte.",
+)
 def init(
     project: str,
     client: str,
@@ -68,7 +72,7 @@ def init(
     from checkpoint_mcp.init import files, plan, wrap
 
     if undo and dry_run:
-        raise click.UsageError("--undo does not take --dry-run: it puts back exactly what the last init changed")
+        raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     try:
         if undo:
             for restored in files.undo(project):

@@ -4,9 +4,10 @@ kept originals, and ``--undo``.
 Every write goes temp file → fsync → rename → fsync of the folder, so a crash leaves either the old file or the
 new one. Before the first file is written, a *run* is recorded under ``<project>/.checkpoint/init/<run>/``: the
 original bytes of every file it will change (owner-only: a configuration may hold a literal secret), and a
-manifest saying which files did not exist and what was written. ``--undo`` puts the latest run's originals back
-byte for byte (and removes the files and folders it created); a file changed by hand since is kept beside as
-``<file>.checkpoint-undo-<run>`` so nothing is lost.
+manifest saying which files did not exist and what was written. ``--undo`` undoes every run, the latest first:
+the files are as before the first ``init``, byte for byte (the files and folders it created removed); a file
+changed by hand since a run (a server added between two runs) is kept beside as ``<file>.checkpoint-undo-<run>``
+so nothing is lost.
 """
 
 from __future__ import annotations
@@ -153,7 +154,9 @@ def apply(project: str, changes: Sequence[Change]) -> str:
     Raises:
         InitError: a file or folder cannot be written (the run recorded so far can be undone).
     """
-    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+    # Names sort in the order the runs were made (``undo`` goes from the latest), two runs in one second too.
+    now = time.time_ns()
+    run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9)) + f".{now // 1000 % 10**6:06d}-{os.getpid()}"
     run = os.path.join(project, RUNS_FOLDER, run_name)
     try:
         os.makedirs(run, mode=0o700)
@@ -182,14 +185,14 @@ def apply(project: str, changes: Sequence[Change]) -> str:
     return run
 
 
-def latest_run(project: str) -> str | None:
-    """The folder of the latest run `init` recorded under ``project`` (None: there is none)."""
+def recorded_runs(project: str) -> list[str]:
+    """The folders of the runs `init` recorded under ``project``, oldest first."""
     folder = os.path.join(project, RUNS_FOLDER)
     try:
         runs = sorted(name for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name, MANIFEST)))
     except FileNotFoundError:
-        return None
-    return os.path.join(folder, runs[-1]) if runs else None
+        return []
+    return [os.path.join(folder, run) for run in runs]
 
 
 @dataclass(frozen=True)
@@ -202,14 +205,32 @@ class Restored:
 
 
 def undo(project: str) -> list[Restored]:
-    """Put back the files of the latest run byte for byte, remove the ones it created, and forget the run.
+    """Undo every recorded run, the latest first, so that the files are as they were before the first `init`:
+    each run's originals put back byte for byte, the files it created removed, the run forgotten.
+
+    A file changed between two runs (a server added by hand, then wrapped by a second `init`) is such an edit:
+    undoing the first run keeps that version beside the restored original.
 
     Raises:
-        InitError: there is nothing to undo, the run's record is damaged, or a file cannot be written.
+        InitError: there is nothing to undo, a run's record is damaged, or a file cannot be written.
     """
-    run = latest_run(project)
-    if run is None:
+    runs = recorded_runs(project)
+    if not runs:
         raise InitError(f"nothing to undo: `checkpoint init` recorded no change under {project}")
+    done: list[Restored] = []
+    for run in reversed(runs):
+        for restored in _undo_run(run):
+            # One line per file: what the oldest run did to it, and every version kept aside on the way.
+            done = [d for d in done if d.path != restored.path or d.kept] + [restored]
+    return done
+
+
+def _undo_run(run: str) -> list[Restored]:
+    """Put back the files of one run byte for byte, remove the ones it created, and forget the run.
+
+    Raises:
+        InitError: the run's record is damaged, or a file cannot be written.
+    """
     try:
         with open(os.path.join(run, MANIFEST), encoding="utf-8") as handle:
             manifest = json.load(handle)

@@ -77,6 +77,10 @@ class Plan:
     """(server, why) for every server `init` did not touch."""
     session: str | None = None
     """The name under which the session server was added."""
+    session_journals: list[tuple[str, int]] = field(default_factory=list)
+    """(session server, journals added) for a session server that did not list every wrapped server's journal."""
+    upgraded: list[str] = field(default_factory=list)
+    """Servers an older `init` wrapped whose headers now go by ``--upstream-header-env``."""
     hook: bool = False
     starter_policy: str | None = None
 
@@ -100,25 +104,8 @@ def plan(request: Request) -> Plan:
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
     _check_names(path, servers, request.only, request.skip)
-    journals: list[tuple[str, str]] = []
-    for name in list(servers):
-        entry = servers[name]
-        if name in request.skip or (request.only and name not in request.only):
-            result.left_alone.append((name, "skipped"))
-            continue
-        if isinstance(entry, dict) and wrap.runs_checkpoint(entry):
-            result.left_alone.append((name, "already runs checkpoint"))
-            if not wrap.is_session_server(entry):
-                journals += _journals_of(entry, project)
-            continue
-        shape = clients.classify(name, entry, path)
-        clients.check_env(name, entry, path)
-        servers[name] = wrap.wrap(name, entry, shape, wrapping)
-        result.wrapped.append(name)
-        journals.append((journal, name))
-    if not any(isinstance(e, dict) and wrap.is_session_server(e) for e in servers.values()):
-        result.session = wrap.free_server_name(servers)
-        servers[result.session] = wrap.session_entry(wrapping, journals, project, finds_project=client.finds_journals)
+    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result)
+    _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
     if document != loaded.value:
@@ -131,6 +118,61 @@ def plan(request: Request) -> Plan:
     if result.changes:
         result.changes += _state_files(project, result, starter=policy is None)
     return result
+
+
+def _wrap_servers(
+    servers: dict[str, Any], request: Request, wrapping: wrap.Wrapping, project: str, path: str, result: Plan
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Wrap (in ``servers``) every server to wrap; returns the (journal, workflow) pairs of every server that runs
+    through ``checkpoint`` now, and the session servers to bring up to date once those are all known."""
+    journals: list[tuple[str, str]] = []
+    sessions: list[str] = []
+    for name in list(servers):
+        entry = servers[name]
+        session = isinstance(entry, dict) and wrap.is_session_server(entry)
+        # --only picks servers to wrap; the session server is not one, so only --skip keeps it as it is.
+        if name in request.skip or (request.only and name not in request.only and not session):
+            result.left_alone.append((name, "skipped"))
+        elif session:
+            sessions.append(name)
+        elif isinstance(entry, dict) and wrap.runs_checkpoint(entry):
+            upgraded = wrap.upgrade_headers(entry)
+            if upgraded is not None:
+                servers[name] = upgraded
+                result.upgraded.append(name)
+            else:
+                result.left_alone.append((name, "already runs checkpoint"))
+            journals += _journals_of(entry, project)
+        else:
+            shape = clients.classify(name, entry, path)
+            clients.check_env(name, entry, path)
+            servers[name] = wrap.wrap(name, entry, shape, wrapping)
+            result.wrapped.append(name)
+            journals.append((wrapping.journal, name))
+    return journals, sessions
+
+
+def _session_servers(
+    servers: dict[str, Any],
+    sessions: Sequence[str],
+    journals: Sequence[tuple[str, str]],
+    wrapping: wrap.Wrapping,
+    project: str,
+    client: clients.Client,
+    result: Plan,
+) -> None:
+    """Add the session server if the file has none; else give each one that lists journals (every client but
+    Claude Code) the journals of servers wrapped since, so that it reads every wrapped server's journal."""
+    if not any(isinstance(e, dict) and wrap.is_session_server(e) for e in servers.values()):
+        result.session = wrap.free_server_name(servers)
+        servers[result.session] = wrap.session_entry(wrapping, journals, project, finds_project=client.finds_journals)
+    for name in sessions:
+        missing = [] if client.finds_journals else _missing(journals, _journals_of(servers[name], project))
+        if missing:
+            servers[name] = wrap.with_journals(servers[name], missing)
+            result.session_journals.append((name, len(missing)))
+        else:
+            result.left_alone.append((name, "already runs checkpoint"))
 
 
 def _journal(given: str | None, project: str) -> str:
@@ -165,6 +207,15 @@ def _journals_of(entry: Mapping[str, Any], project: str) -> list[tuple[str, str]
     return pairs
 
 
+def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (journal, workflow) pairs of ``journals`` that ``listed`` lacks, in order, each once."""
+    missing: list[tuple[str, str]] = []
+    for pair in journals:
+        if pair not in listed and pair not in missing:
+            missing.append(pair)
+    return missing
+
+
 def _hook_change(project: str, launcher: wrap.Launcher) -> Change | None:
     path = clients.settings_path(project)
     loaded = load_json(path)
@@ -196,7 +247,11 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     lines = []
     if result.wrapped:
         lines.append(f"{verb}: {', '.join(result.wrapped)}")
+    if result.upgraded:
+        lines.append(f"{'would move' if dry_run else 'moved'} to --upstream-header-env: {', '.join(result.upgraded)}")
     lines += [f"left alone: {name} ({why})" for name, why in result.left_alone]
+    for name, added in result.session_journals:
+        lines.append(f"{'would give' if dry_run else 'gave'} the session server {name!r} {added} more journal(s)")
     if result.session:
         lines.append(f"{'would add' if dry_run else 'added'} the session server as {result.session!r}")
     if result.hook:

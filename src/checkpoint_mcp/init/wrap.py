@@ -9,9 +9,12 @@ exactly that argv (``shlex`` quoting). Two things never move into an argument:
   every user in ``ps``) moves into ``env`` as ``CHECKPOINT_ARG_<n>``, where the client expands it as before, and
   the shell command says ``"$CHECKPOINT_ARG_<n>"``: the upstream still gets exactly that argument.
 
-An HTTP entry becomes ``--upstream-url URL`` and one ``--upstream-header 'Name: ${CHECKPOINT_HEADER_<NAME>}'``
-per header, its value (as written, a ``${VAR}`` still a reference) in ``env`` as ``CHECKPOINT_HEADER_<NAME>``:
-the proxy expands the reference from its environment at start, so no header value is ever an argument.
+An HTTP entry becomes ``--upstream-url URL`` and one ``--upstream-header-env Name=CHECKPOINT_HEADER_<NAME>`` per
+header, its value (as written, a ``${VAR}`` still a reference the client expands) in ``env`` as
+``CHECKPOINT_HEADER_<NAME>``: the proxy reads the variable at start, so no header value is ever an argument, and
+no ``${…}`` is left in ``args`` for the client to expand from its own environment (Claude Code warns about each
+one it cannot). An entry an older `init` wrote with ``--upstream-header 'Name: ${CHECKPOINT_HEADER_<NAME>}'``
+still works; ``upgrade_headers`` rewrites it to the new form.
 
 Every other field of the entry is kept where it was.
 """
@@ -31,7 +34,9 @@ CLIENT_VARIABLE: Final = "${"
 SESSION_NAME: Final = "checkpoint-session"
 HOOK_MATCHER: Final = "startup|clear|compact"
 HOOK_TIMEOUT: Final = 10
+HEADER_ENV_FLAG: Final = "--upstream-header-env"
 _NOT_NAME: Final = re.compile(r"[^A-Z0-9]+")
+_OLD_HEADER: Final = re.compile(r"(?P<header>[^:\s]+): \$\{(?P<variable>CHECKPOINT_HEADER_[A-Z0-9_]+)\}")
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,11 @@ def runs_checkpoint(entry: Mapping[str, Any]) -> bool:
 
 
 def is_session_server(entry: Mapping[str, Any]) -> bool:
-    """Whether an entry runs ``checkpoint session``."""
+    """Whether an entry runs ``checkpoint session`` (not a proxy whose ``--workflow-id`` is ``session``)."""
     args = entry.get("args", [])
-    return runs_checkpoint(entry) and isinstance(args, list) and "session" in args
+    if not runs_checkpoint(entry) or not isinstance(args, list):
+        return False
+    return any(a == "session" and (i == 0 or not str(args[i - 1]).startswith("-")) for i, a in enumerate(args))
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ def wrap(name: str, entry: Mapping[str, Any], shape: StdioEntry | HttpEntry, wra
         for header, value in shape.headers:
             variable = _free(f"CHECKPOINT_HEADER_{_NOT_NAME.sub('_', header.upper()).strip('_')}", env)
             env[variable] = value
-            upstream += ["--upstream-header", f"{header}: ${{{variable}}}"]
+            upstream += [HEADER_ENV_FLAG, f"{header}={variable}"]
     replaced = {"command": wrapping.launcher.command, "args": [*wrapping.proxy_args(name), *upstream]}
     result: dict[str, Any] = {}
     for key, value in entry.items():
@@ -117,6 +124,21 @@ def wrap(name: str, entry: Mapping[str, Any], shape: StdioEntry | HttpEntry, wra
     if env and "env" not in result:
         result["env"] = env
     return result
+
+
+def upgrade_headers(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The entry with every ``--upstream-header 'Name: ${CHECKPOINT_HEADER_<NAME>}'`` an older `init` wrote (its
+    variable in the entry's ``env``) as ``--upstream-header-env Name=CHECKPOINT_HEADER_<NAME>``; None when it has
+    none. Headers written by hand are left as they are."""
+    args, env = entry.get("args"), entry.get("env")
+    if not isinstance(args, list) or not isinstance(env, dict):
+        return None
+    new = list(args)
+    for index in range(len(new) - 1):
+        found = _OLD_HEADER.fullmatch(new[index + 1]) if isinstance(new[index + 1], str) else None
+        if new[index] == "--upstream-header" and found and found["variable"] in env:
+            new[index : index + 2] = [HEADER_ENV_FLAG, f"{found['header']}={found['variable']}"]
+    return None if new == args else {**entry, "args": new}
 
 
 def shell_command(argv: Sequence[str], env: dict[str, str]) -> str:
@@ -153,6 +175,15 @@ def session_entry(
     for location, workflow in journals:
         args += ["--journal", location, "--workflow-id", workflow]
     return {"command": wrapping.launcher.command, "args": args, "env": {"CHECKPOINT_PROJECT_ROOT": project}}
+
+
+def with_journals(entry: Mapping[str, Any], journals: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """A session server entry with ``--journal``/``--workflow-id`` pairs for ``journals`` appended to its args
+    (everything it had is kept)."""
+    args = list(entry.get("args", []))
+    for location, workflow in journals:
+        args += ["--journal", location, "--workflow-id", workflow]
+    return {**entry, "args": args}
 
 
 def free_server_name(servers: Mapping[str, Any]) -> str:

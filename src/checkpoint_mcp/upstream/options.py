@@ -34,6 +34,14 @@ _OPTIONS = [
         help="HTTP header for every request to --upstream-url (repeatable); ${VAR} is taken from the environment.",
     ),
     click.option(
+        "--upstream-header-env",
+        "upstream_header_envs",
+        metavar="NAME=VAR",
+        multiple=True,
+        help="HTTP header for every request to --upstream-url whose value is the environment variable VAR "
+        "(repeatable; read at start, an unset or empty VAR is an error).",
+    ),
+    click.option(
         "--upstream-auth",
         type=click.Choice(["oauth"]),
         help="For --upstream-url: authorize with OAuth 2.1 (the URL to open is printed on stderr; tokens are kept).",
@@ -54,7 +62,7 @@ _OPTIONS = [
     ),
 ]
 
-_REMOTE_ONLY = ("upstream_headers", "upstream_ca", "upstream_auth")
+_REMOTE_ONLY = ("upstream_headers", "upstream_header_envs", "upstream_ca", "upstream_auth")
 
 
 def upstream_options(function: F) -> F:
@@ -89,5 +97,6 @@ def upstream_choice(options: dict[str, Any]) -> tuple[str | None, RemoteConfig |
         timeout=float(options.get("upstream_timeout") or DEFAULT_UPSTREAM_TIMEOUT),
         ca_file=options.get("upstream_ca"),
         auth=options.get("upstream_auth"),
+        header_envs=tuple(options.get("upstream_header_envs") or ()),
     )
     return None, remote

@@ -1,4 +1,5 @@
-"""Opening a remote upstream: ``--upstream-url`` and its options checked, headers expanded, OAuth wired in.
+"""Opening a remote upstream: ``--upstream-url`` and its options checked, headers expanded (``--upstream-header``)
+or read from the environment (``--upstream-header-env``), OAuth wired in.
 
 Checked once at start-up (a bad URL, header or CA file is a usage error then, not at the first message).
 """
@@ -9,7 +10,7 @@ import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from checkpoint_mcp.config import RemoteConfig, expand_headers
+from checkpoint_mcp.config import RemoteConfig, env_headers, expand_headers
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.upstream.http.exchange import Deadlines
 from checkpoint_mcp.upstream.http.remote import RemoteUpstream
@@ -19,8 +20,8 @@ def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[
     """The headers (expanded from ``environ``) and TLS context of ``config``, once its URL is checked.
 
     Raises:
-        UsageError: a header is malformed or names an unset variable, the URL is not http(s), or the CA file
-            cannot be loaded.
+        UsageError: a header is malformed, names an unset variable (an unset or empty one for
+            ``--upstream-header-env``) or is given twice, the URL is not http(s), or the CA file cannot be loaded.
     """
     try:
         url = urlsplit(config.url)
@@ -31,6 +32,11 @@ def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[
     if url.scheme not in ("http", "https") or not host:
         raise UsageError(f"--upstream-url must be an http:// or https:// URL, not {config.url!r}")
     headers = expand_headers(config.headers, environ)
+    from_env = env_headers(config.header_envs, environ)
+    both = {name.lower() for name in headers} & {name.lower() for name in from_env}
+    if both:
+        raise UsageError(f"header {sorted(both)[0]!r} is given by both --upstream-header and --upstream-header-env")
+    headers.update(from_env)
     try:
         context = ssl.create_default_context(cafile=config.ca_file)
     except (OSError, ssl.SSLError) as exc:

@@ -25,7 +25,7 @@ from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.intercept.proxy_config import ProxyConfig
     from checkpoint_mcp.ui.app import SettleAction
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -127,7 +127,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     """The journaling settings of the stdio proxy and the gateway; a ``click.UsageError`` for a bad combination."""
     from checkpoint_mcp.cli.journal import key_from
-    from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 
     key_from(options["audit_key_env"])  # an unset variable is a usage error now, not at the first call
     upstream_cmd, remote = upstream_choice(options)

@@ -52,11 +52,15 @@ def _interceptor(location: str, keyed: bool) -> tuple[Any, Any]:
     from checkpoint_mcp.journal import open_journal
 
     try:
-        from checkpoint_mcp.config import ProxyConfig
         from checkpoint_mcp.intercept.interceptor import Interceptor
-    except ImportError:  # a tree from before the layout move (issue 17)
-        from checkpoint_mcp.proxy.config import ProxyConfig  # type: ignore[no-redef]
-        from checkpoint_mcp.proxy.interceptor import Interceptor  # type: ignore[no-redef]
+        from checkpoint_mcp.intercept.proxy_config import ProxyConfig
+    except ImportError:  # a tree from before ProxyConfig left config.py (issue 27), or the layout move (issue 17)
+        try:
+            from checkpoint_mcp.config import ProxyConfig  # type: ignore[attr-defined,no-redef]
+            from checkpoint_mcp.intercept.interceptor import Interceptor  # type: ignore[no-redef]
+        except ImportError:
+            from checkpoint_mcp.proxy.config import ProxyConfig  # type: ignore[no-redef]
+            from checkpoint_mcp.proxy.interceptor import Interceptor  # type: ignore[no-redef]
     options: dict[str, Any] = {"audit_key": os.environ[KEY_VAR].encode()} if keyed else {}
     journal = open_journal(location, **options)
     journal.acquire("bench")

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import checkpoint_mcp
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.signature import call_signature

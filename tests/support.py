@@ -29,13 +29,29 @@ def checkpoint_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "checkpoint_mcp", *args]
 
 
+def with_umask(umask: int | None, argv: list[str]) -> list[str]:
+    """``argv`` run under ``umask`` by a shell that then execs it (no ``preexec_fn``: the tests run threads)."""
+    if umask is None:
+        return argv
+    return ["/bin/sh", "-c", f'umask {umask:03o} && exec "$@"', "sh", *argv]
+
+
 class ProxyProcess:
     """A `checkpoint` process with its stdin/stdout as pipes; lines read on a thread, waits bounded."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        command: list[str] | None = None,
+        umask: int | None = None,
+    ) -> None:
+        """``command``: the program to run instead of ``python -m checkpoint_mcp`` (the installed console script);
+        ``umask``: the child's umask (the caller's when None)."""
         full_env = {**os.environ, **(env or {})}
         self.proc = subprocess.Popen(
-            checkpoint_argv(*args),
+            with_umask(umask, [*command, *args] if command is not None else checkpoint_argv(*args)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

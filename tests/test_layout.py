@@ -51,6 +51,16 @@ def test_the_real_tree_keeps_every_contract() -> None:
         ("ui/views.py", "import checkpoint_mcp.intercept.calls", "only read the journal"),
         ("init/wrap.py", "import checkpoint_mcp.proxy.relay", "checkpoint init edits client files only"),
         ("upstream/http/sse.py", "import checkpoint_mcp.upstream.http.http_sse", "no import circle anywhere"),
+        (
+            "config.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import checkpoint_mcp.intercept.policy",
+            "the plain settings import no room",
+        ),
+        (
+            "config.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import checkpoint_mcp.intercept.policy",
+            "a transport journals nothing",
+        ),
     ],
 )
 def test_a_wrong_arrow_breaks_its_contract(tmp_path: Path, module: str, wrong_import: str, contract: str) -> None:

@@ -1,16 +1,17 @@
-"""The proxy's settings, as given on the command line."""
+"""The plain settings every room reads: how to reach a remote upstream, its headers, the audit key.
+
+Nothing here imports a room: the transports read this module, and a transport decides nothing, so the settings
+that carry a decision (the tool policies) live with the interceptor, in ``intercept/proxy_config.py``.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from checkpoint_mcp.errors import UsageError
-
-if TYPE_CHECKING:
-    from checkpoint_mcp.intercept.policy import Policy
 
 DEFAULT_UPSTREAM_TIMEOUT = 60.0  # seconds to connect, and for a response to start
 
@@ -24,25 +25,6 @@ class RemoteConfig(NamedTuple):
     ca_file: str | None = None
     auth: Literal["oauth"] | None = None
     header_envs: tuple[str, ...] = ()  # "Name=VAR" as given (--upstream-header-env): VAR's value, read at start
-
-
-class ProxyConfig(NamedTuple):
-    """Everything `checkpoint` was told; see the README's flags table. Exactly one of ``upstream_cmd`` and
-    ``remote`` is set."""
-
-    upstream_cmd: str | None
-    journal: str | None = None
-    workflow_id: str | None = None
-    on_divergence: Literal["strict", "fork"] = "strict"
-    trust_annotations: bool = False
-    redact_args: bool = False
-    replay_from_start: bool = False
-    server_name: str = "checkpoint"
-    server_version: str = "0.0.0"
-    remote: RemoteConfig | None = None
-    relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
-    audit_key_env: str | None = None  # the variable holding the hash chain's key (--audit-key-env)
-    policy: Policy | None = None  # --policy: the tool policies (None: every tool as without a policy)
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

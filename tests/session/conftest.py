@@ -23,6 +23,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 
 from .helpers import FIXTURES
+from support import with_umask
 
 ROOT_VARIABLES = ("CHECKPOINT_PROJECT_ROOT", "CLAUDE_PROJECT_DIR", "CHECKPOINT_DEBUG_TRIGGER")
 
@@ -126,6 +127,7 @@ class SessionFactory(Protocol):
         roots: Sequence[str] | None = None,
         options: Sequence[str] = (),
         args: Sequence[str] = (),
+        umask: int | None = None,
     ) -> AbstractAsyncContextManager[Client]: ...
 
 
@@ -135,7 +137,7 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
 
     ``roots`` makes the client declare the roots capability and answer roots/list with those URIs;
     ``options`` go to `checkpoint` before the `session` command (e.g. `--log-level debug`), ``args`` after it
-    (e.g. `--journal J`).
+    (e.g. `--journal J`); ``umask``: the server's umask (a shell sets it, then execs the server).
     """
 
     @asynccontextmanager
@@ -147,10 +149,12 @@ def session(hermetic_git: dict[str, str]) -> SessionFactory:
         roots: Sequence[str] | None = None,
         options: Sequence[str] = (),
         args: Sequence[str] = (),
+        umask: int | None = None,
     ) -> AsyncIterator[Client]:
+        command, *argv = with_umask(umask, [sys.executable, "-m", "checkpoint_mcp", *options, "session", *args])
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "checkpoint_mcp", *options, "session", *args],
+            command=command,
+            args=argv,
             # The SDK passes on only a safe subset of our environment: PYTHONPATH too, so the server is this tree's.
             env={**hermetic_git, **_python_path(), **(env or {})},
             cwd=str(cwd),

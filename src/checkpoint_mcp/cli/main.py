@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,10 +26,11 @@ from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.intercept.proxy_config import ProxyConfig
     from checkpoint_mcp.ui.app import SettleAction
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def configure_logging(level: str) -> None:
@@ -39,6 +41,35 @@ def configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+_SHOW_VERSION = "\0show-version"  # what a bare --version parses to; no argument can hold a NUL byte
+
+
+def _version_or_identity(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--version VALUE`` is the server version the client sees (the spec's flag); ``--version`` alone (last, or
+    before another option or a command's name, which is never taken as the VALUE) prints ours and exits 0."""
+    commands = ctx.command.commands if isinstance(ctx.command, click.Group) else {}
+    if value == _SHOW_VERSION or value in commands:
+        click.echo(f"checkpoint {__version__}")
+        ctx.exit(0)
+    return value
+
+
+def _identity_version_option(identity: str) -> Callable[[F], F]:
+    """The spec's ``--version VALUE`` (``identity`` says what it sets), which alone prints our version."""
+    return click.option(
+        "--version",
+        "server_version",
+        default="0.0.0",
+        show_default=True,
+        is_flag=False,
+        flag_value=_SHOW_VERSION,
+        is_eager=True,
+        callback=_version_or_identity,
+        metavar="VERSION",
+        help=f"{identity} Alone, with no VERSION: print Checkpoint's version and exit.",
+    )
 
 
 class _ProxyGroup(click.Group):
@@ -87,7 +118,7 @@ class _ProxyGroup(click.Group):
 @audit_key_option
 @policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the client sees.")
-@click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the client sees.")
+@_identity_version_option("Server version the client sees.")
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -95,7 +126,14 @@ class _ProxyGroup(click.Group):
     show_default=True,
     help="Verbosity of the log on stderr.",
 )
-@click.version_option(__version__, "-V", "--checkpoint-version", prog_name="checkpoint")
+@click.version_option(
+    __version__,
+    "-V",
+    "--checkpoint-version",
+    message="%(prog)s %(version)s",
+    prog_name="checkpoint",
+    help="Print Checkpoint's version and exit (as --version alone does).",
+)
 @click.pass_context
 def main(ctx: click.Context, /, **options: Any) -> None:
     """Make MCP agents crash-resumable.
@@ -127,7 +165,7 @@ def main(ctx: click.Context, /, **options: Any) -> None:
 def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     """The journaling settings of the stdio proxy and the gateway; a ``click.UsageError`` for a bad combination."""
     from checkpoint_mcp.cli.journal import key_from
-    from checkpoint_mcp.config import ProxyConfig
+    from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 
     key_from(options["audit_key_env"])  # an unset variable is a usage error now, not at the first call
     upstream_cmd, remote = upstream_choice(options)
@@ -175,7 +213,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 @audit_key_option
 @policy_option
 @click.option("--name", default="checkpoint", show_default=True, help="Server name the clients see.")
-@click.option("--version", "server_version", default="0.0.0", show_default=True, help="Server version the clients see.")
+@_identity_version_option("Server version the clients see.")
 @click.option(
     "--auth-token-env",
     metavar="VAR",

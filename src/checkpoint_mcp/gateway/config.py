@@ -6,8 +6,8 @@ import os
 from typing import NamedTuple
 
 from checkpoint_mcp import listen
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.listen import is_loopback
 
 DEFAULT_LISTEN = "127.0.0.1:8808"

@@ -148,6 +148,23 @@ def _make_folders(path: str, created: list[str]) -> None:
         created.append(each)
 
 
+def _make_state_folders(project: str) -> None:
+    """Create ``.checkpoint/`` and ``.checkpoint/init/`` owner-only (0700, whatever the umask) where missing:
+    they hold the journal, which names every call's arguments, and the originals, which may hold a secret.
+    Existing ones are left as they are (their owner may share them on purpose).
+
+    Raises:
+        OSError: a folder cannot be created.
+    """
+    for folder in (os.path.dirname(RUNS_FOLDER), RUNS_FOLDER):
+        path = os.path.join(project, folder)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)
+
+
 def apply(project: str, changes: Sequence[Change]) -> str:
     """Write ``changes``, having first kept the originals as a run under the project; returns the run's folder.
 
@@ -159,7 +176,8 @@ def apply(project: str, changes: Sequence[Change]) -> str:
     run_name = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9)) + f".{now // 1000 % 10**6:06d}-{os.getpid()}"
     run = os.path.join(project, RUNS_FOLDER, run_name)
     try:
-        os.makedirs(run, mode=0o700)
+        _make_state_folders(project)
+        os.mkdir(run, 0o700)
         created: list[str] = []
         for change in changes:
             _make_folders(change.path, created)

@@ -5,7 +5,8 @@ in flight (``inflight``); ``calls`` is the journaled life of one call (sequences
 ``results`` edits the results the proxy only routes (the server identity); ``messages`` checks single lines;
 ``traced`` shows a ``telemetry`` trace the lines crossing the interceptor (built only when telemetry is on);
 ``turns`` are the records a turn hands its pump (lines to write, calls to join, a flush begun); ``options``
-holds the journaling flag the two pumps' commands share (``--relaxed-completions``).
+holds the journaling flag the two pumps' commands share (``--relaxed-completions``); ``proxy_config`` is everything
+the two commands were told (``ProxyConfig``, with the tool policies: settings that decide stay in this room).
 Tool policies (`--policy`): ``policy`` reads and checks the file into frozen rules (``pointer``: JSON pointers),
 ``repeats`` is what a rule makes of a call that repeats a journaled one by its content, ``settle`` and
 ``settling`` settle an in-doubt call by a probe or an idempotency key, ``policy_report`` what

@@ -15,7 +15,6 @@ import logging
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import (
     CallRefused,
@@ -30,6 +29,7 @@ from checkpoint_mcp.errors import (
 )
 from checkpoint_mcp.intercept import repeats
 from checkpoint_mcp.intercept.policy import ToolRule
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,

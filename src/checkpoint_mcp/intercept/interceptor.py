@@ -15,7 +15,6 @@ import logging
 from typing import Any
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.errors import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -38,6 +37,7 @@ from checkpoint_mcp.intercept.messages import (
     utf8_lines,
     valid_tools_call,
 )
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle import idempotency_key, unanswered, with_key_argument
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoint_mcp.config import ProxyConfig
 from checkpoint_mcp.intercept.calls import CallJournal
 from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import CallTrace

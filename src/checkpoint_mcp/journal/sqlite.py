@@ -7,6 +7,11 @@ newer Checkpoint is refused before anything is written to it.
 
 Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
 releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
+
+The journal holds every call's arguments and results, so what it creates is owner-only whatever the umask: the
+file is made 0600 before SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode), and
+``.owners/`` 0700 with 0600 locks. An existing file open to others is the user's choice: it is warned about, never
+changed.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ T = TypeVar("T")
 APPLICATION_ID = 0x43484B50  # "CHKP": marks the file as a Checkpoint journal
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
+FILE_MODE = 0o600  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
+FOLDER_MODE = 0o700  # <journal>.owners/
 
 MIGRATIONS = schema(big_integer="INTEGER", identity="INTEGER PRIMARY KEY")
 """version -> statements that bring a journal from version-1 to version."""
@@ -75,6 +82,69 @@ def _while_busy(action: Callable[[], T]) -> T:
             time.sleep(0.01)
 
 
+def _create_owner_only(path: str) -> None:
+    """Create an empty journal file with mode 0600 (whatever the umask), unless one is already there; SQLite
+    then makes a new journal of it and gives its -wal and -shm files the same mode.
+
+    Raises:
+        JournalUnavailable: the file cannot be created.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return  # another process created it first: it is theirs to have made, and is checked like any other
+    except OSError as exc:
+        raise JournalUnavailable(f"cannot open journal {path}: {exc.strerror}") from exc
+    try:
+        os.fchmod(fd, FILE_MODE)  # a umask can only take bits away, but one that takes the owner's would lock us out
+    finally:
+        os.close(fd)
+
+
+def _warn_if_shared(path: str) -> None:
+    """One line on stderr (the log) when an existing journal file is readable or writable by group or others."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return  # gone, or not ours to stat: opening it reports that
+    if mode & 0o077:
+        files = " ".join(p for p in (path, path + "-wal", path + "-shm") if os.path.exists(p))
+        logger.warning(
+            "journal %s is open to other users (mode %04o) and holds every call's arguments and results; "
+            "to make it owner-only: chmod 600 %s",
+            path,
+            mode,
+            files,
+        )
+
+
+def _make_owner_only_folder(path: str) -> None:
+    """Create ``path`` with mode 0700 (whatever the umask) unless it exists; an existing one is left as it is.
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    try:
+        os.mkdir(path, FOLDER_MODE)
+    except FileExistsError:
+        return
+    os.chmod(path, FOLDER_MODE)
+
+
+def _open_lock(path: str) -> int:
+    """Open the ownership lock at ``path`` for writing, creating it 0600 (whatever the umask) if it is missing.
+
+    Raises:
+        OSError: it cannot be opened or created.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        return os.open(path, os.O_RDWR)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
 class _FileOwnership(Ownership):
     def __init__(self, fd: int, path: str) -> None:
         self._fd: int | None = fd
@@ -111,6 +181,10 @@ class SqliteJournal(SqlJournal):
             raise JournalUnavailable(
                 f"there is no journal at {self.path} (this command opens an existing journal, it never creates one)"
             )
+        if create and not os.path.exists(self.path):
+            _create_owner_only(self.path)
+        else:
+            _warn_if_shared(self.path)
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         with _translated(self.path, "open"):
             self._con = sqlite3.connect(
@@ -296,8 +370,8 @@ class SqliteJournal(SqlJournal):
         """
         path = self._lock_path(root)
         try:
-            os.makedirs(self.owners_dir, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            _make_owner_only_folder(self.owners_dir)
+            fd = _open_lock(path)
         except OSError as exc:
             raise JournalUnavailable(f"cannot create the ownership lock {path}: {exc}") from exc
         deadline = time.monotonic() + LOCK_RETRY_SECONDS

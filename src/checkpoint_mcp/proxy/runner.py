@@ -10,8 +10,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import IO
 
-from checkpoint_mcp.config import ProxyConfig, audit_key
+from checkpoint_mcp.config import audit_key
 from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import from_environ, peer

@@ -14,9 +14,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+import pytest
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 
-from checkpoint_mcp.upstream.http.oauth import LoopbackRedirect, TokenFile, oauth_for, state_folder
+from checkpoint_mcp.upstream.http.oauth import LoopbackRedirect, TokenFile, _same_origin_issuer, oauth_for, state_folder
 
 from httpservers import HttpServer
 from support import DEFAULT_TIMEOUT, SERVERS, ProxyProcess, read_effects, wait_until
@@ -226,3 +227,30 @@ def test_a_2025_03_26_server_issuer_on_another_origin_is_still_refused(tmp_path:
     assert "issuer mismatch" in stderr
     assert "open this URL" not in stderr
     assert not (tmp_path / "oauth.jsonl").exists()  # neither registered nor authorized
+
+
+@pytest.mark.parametrize(
+    ("server_url", "issuer", "accepted"),
+    [
+        ("https://mcp.example.com/mcp", "https://mcp.example.com/oauth", True),
+        ("https://mcp.example.com/mcp", "https://mcp.example.com:443/oauth", True),  # the default port, spelled out
+        ("https://MCP.example.com/mcp", "https://mcp.example.com/oauth", True),  # host names are case-insensitive
+        ("https://mcp.example.com/mcp", "https://mcp.example.com:8443/oauth", False),  # another port
+        ("https://mcp.example.com/mcp", "http://mcp.example.com/oauth", False),  # another scheme
+        ("https://mcp.example.com/mcp", "https://auth.example.com/oauth", False),  # another host
+        ("https://mcp.example.com/mcp", "https://mcp.example.com/", False),  # the origin itself: the SDK's own case
+    ],
+)
+def test_only_an_issuer_under_a_path_of_the_mcp_servers_own_origin_is_taken_as_legacy(
+    server_url: str, issuer: str, accepted: bool
+) -> None:
+    metadata = {
+        "issuer": issuer,
+        "authorization_endpoint": "https://mcp.example.com/oauth/authorize",
+        "token_endpoint": "https://mcp.example.com/oauth/token",
+    }
+    response = httpx2.Response(200, json=metadata)
+    found = anyio.run(_same_origin_issuer, response, server_url)
+    assert (found is not None) == accepted
+    if accepted:
+        assert found == str(OAuthMetadata.model_validate(metadata).issuer)  # as the SDK renders it, to compare

@@ -152,11 +152,6 @@ class LoopbackRedirect:
         """The redirect URI registered with the authorization server."""
         return f"http://127.0.0.1:{self.port or 0}{CALLBACK_PATH}"
 
-    @property
-    def held(self) -> bool:
-        """Whether the port is bound and listened on now."""
-        return self._socket is not None
-
     def hold(self) -> int:
         """Bind and listen on the kept port, or on a new one when it is taken or none was kept, and return it.
 
@@ -287,7 +282,7 @@ class CheckpointOAuth(OAuthClientProvider):
         """
         flow = super().async_auth_flow(request)
         held_here = False
-        last_prm: str | None = None
+        last_prm: httpx2.URL | None = None  # the last protected resource metadata URL the SDK tries
         try:
             outgoing = await flow.__anext__()
             while True:
@@ -295,12 +290,11 @@ class CheckpointOAuth(OAuthClientProvider):
                 if outgoing is request and _challenges(response):
                     held_here = True
                     self._hold_redirect()
-                    self._legacy_issuer = None
-                    www_auth_url = extract_resource_metadata_from_www_auth(response)
-                    last_prm = build_protected_resource_metadata_discovery_urls(www_auth_url, self.context.server_url)[
-                        -1
-                    ]
-                elif last_prm is not None and str(outgoing.url) == last_prm and _not_found(response):
+                    urls = build_protected_resource_metadata_discovery_urls(
+                        extract_resource_metadata_from_www_auth(response), self.context.server_url
+                    )
+                    last_prm = httpx2.URL(urls[-1])
+                elif outgoing.url == last_prm and _not_found(response):
                     # The SDK takes the legacy path next and fixes the issuer it expects before it fetches the
                     # metadata, so the metadata is looked at here first; the SDK still checks what it fetches.
                     last_prm = None

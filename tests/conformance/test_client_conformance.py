@@ -4,7 +4,8 @@ For every client scenario the suite lists, its own test server is started and ``
 once talking to it directly with the official SDK client, once over stdio through ``checkpoint --upstream-url
 … --upstream-auth oauth``. Every scenario the driver passes without Checkpoint must pass with it, the
 ``auth/*`` ones (OAuth 2.1: discovery, dynamic registration, PKCE, scopes, step-up, token endpoint methods)
-included.
+included, and the 2025-03-26 metadata back-compat one passes through Checkpoint though not directly (a same-origin
+issuer, docs/remote.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def client_scenarios() -> list[str]:
 
 
 CHECK_LINE = re.compile(r"\[([a-z0-9-]+)\s*\] \x1b\[\d+m(SUCCESS|FAILURE|WARNING)")
-REPEATS = 5  # runs of a scenario in each mode, to show that it ends the same way every time
+REPEATS = 3  # runs of a scenario, to show that it ends the same way every time
 
 
 def passes(scenario: str, through_checkpoint: bool, workdir: Path) -> bool:
@@ -82,26 +83,21 @@ def test_every_conformance_scenario_the_driver_passes_directly_passes_through_ch
     through = {scenario for scenario in scenarios if result[(scenario, True)]}
     assert direct >= CORE, f"the driver itself no longer passes {sorted(CORE - direct)}"
     assert direct <= through, f"pass directly but not through Checkpoint: {sorted(direct - through)} (see {tmp_path})"
+    assert "auth/2025-03-26-oauth-metadata-backcompat" in through  # the same-origin issuer, accepted (docs/remote.md)
 
 
 @pytest.mark.timeout(600)
-def test_the_2025_03_26_metadata_backcompat_scenario_ends_as_it_does_for_the_sdk_client_in_every_run(
-    tmp_path: Path,
-) -> None:
-    """No race: through Checkpoint, every run reaches exactly the checks the SDK client alone reaches.
+def test_the_2025_03_26_metadata_backcompat_scenario_passes_through_checkpoint_in_every_run(tmp_path: Path) -> None:
+    """The suite's server is its own authorization server and names the issuer ``<origin>/oauth``.
 
-    (The SDK's own OAuth client, which Checkpoint uses, stops at the authorization server metadata when its issuer
-    is not the origin it was fetched from, as RFC 8414 section 3.3 requires; the suite's server names
-    ``<origin>/oauth``. Whatever the SDK does there, Checkpoint must do the same, every time.)
+    The SDK's client alone refuses that issuer (RFC 8414 section 3.3: not the origin its metadata was fetched
+    from); Checkpoint accepts an issuer on the MCP server's own origin on this legacy path (docs/remote.md), as
+    mcp-remote does, and so must pass every check, every time (it looks at that metadata once more first).
     """
     scenario = "auth/2025-03-26-oauth-metadata-backcompat"
-    jobs = [(through, run) for through in (False, True) for run in range(REPEATS)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(
-            pool.map(lambda job: run_scenario(scenario, job[0], tmp_path / f"{int(job[0])}-{job[1]}"), jobs)
-        )
-    direct = outcomes[:REPEATS]
-    through = outcomes[REPEATS:]
-    assert all(outcome == direct[0] for outcome in direct), direct  # the SDK client alone is deterministic
-    assert direct[0][1]["authorization-server-metadata"] == "SUCCESS"  # the fallback to the origin's metadata
-    assert all(outcome == direct[0] for outcome in through), (direct[0], through, tmp_path)
+        outcomes = list(pool.map(lambda run: run_scenario(scenario, True, tmp_path / f"run-{run}"), range(REPEATS)))
+    for passed, checks in outcomes:
+        assert passed, (checks, tmp_path)
+        assert set(checks.values()) == {"SUCCESS"}, (checks, tmp_path)
+        assert {"authorization-server-metadata", "client-registration", "token-request"} <= set(checks)

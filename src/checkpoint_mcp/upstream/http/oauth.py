@@ -7,7 +7,13 @@ authorization code grant with PKCE, and later refreshes the token. This module g
 * a token store: one file per server URL under ``$XDG_STATE_HOME/checkpoint/oauth`` (``~/.local/state/...``),
   owner-only (0600, in a 0700 folder), written temp → fsync → rename → fsync(dir), holding the tokens, the
   registered client and the loopback port its redirect URI names (kept, so the registration stays valid);
-* the loopback redirect: ``http://127.0.0.1:<port>/callback``, listened on only while an authorization waits;
+* the loopback redirect: ``http://127.0.0.1:<port>/callback``. The port is bound and listened on as soon as an
+  authorization begins (the 401, before discovery and registration), and the redirect URI registered is the one of
+  the port actually held, so no other process can take the port in between and receive the code; it is released
+  once the redirect came or the flow ended;
+* the 2025-03-26 legacy discovery, accepted narrowly: an MCP server without protected resource metadata is its own
+  authorization server, so metadata fetched from its origin may name an issuer under a path of that same origin
+  (``https://host/oauth``); every other issuer mismatch stays refused (RFC 8414 section 3.3);
 * the URL to open, printed on stderr (stdout is the MCP wire), and the wait for the person, which stops the
   proxy's response timeout meanwhile.
 
@@ -25,13 +31,27 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
+import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    extract_field_from_www_auth,
+    extract_resource_metadata_from_www_auth,
+)
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+)
+from pydantic import AnyUrl, ValidationError
 
 from checkpoint_mcp.errors import UpstreamError
 
@@ -59,14 +79,16 @@ class TokenFile:
         self._url = server_url
         self.path = folder / (hashlib.sha256(server_url.encode()).hexdigest()[:32] + ".json")
         self._data: dict[str, Any] = self._load()
-        if not isinstance(self._data.get("redirect_port"), int):
-            self._data["redirect_port"] = _free_port()
 
     @property
-    def redirect_port(self) -> int:
-        """The loopback port of this server's redirect URI."""
-        port: int = self._data["redirect_port"]
-        return port
+    def redirect_port(self) -> int | None:
+        """The loopback port of this server's registered redirect URI; None before one was held."""
+        port = self._data.get("redirect_port")
+        return port if isinstance(port, int) and 0 < port < 65536 else None
+
+    def remember_port(self, port: int) -> None:
+        """Keep ``port`` as the redirect's, written with the registration that names it (``set_client_info``)."""
+        self._data["redirect_port"] = port
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -116,30 +138,66 @@ class TokenFile:
 
 
 class LoopbackRedirect:
-    """Receives the one redirect of an authorization on 127.0.0.1, while it is awaited."""
+    """Receives the one redirect of an authorization on 127.0.0.1, on a port held from before registration."""
 
-    def __init__(self, port: int, pause: Callable[[bool], None]) -> None:
+    def __init__(self, port: int | None, pause: Callable[[bool], None]) -> None:
         self.port = port
         self._pause = pause
+        self._socket: socket.socket | None = None
         self._server: asyncio.Server | None = None
         self._result: asyncio.Future[AuthorizationCodeResult] | None = None
 
     @property
     def uri(self) -> str:
         """The redirect URI registered with the authorization server."""
-        return f"http://127.0.0.1:{self.port}{CALLBACK_PATH}"
+        return f"http://127.0.0.1:{self.port or 0}{CALLBACK_PATH}"
+
+    def hold(self) -> int:
+        """Bind and listen on the kept port, or on a new one when it is taken or none was kept, and return it.
+
+        Listening at once matters: on Linux another socket can share a port that is bound but not listened on
+        (``SO_REUSEADDR`` on both), never one that is. Holding an already held port does nothing.
+
+        Raises:
+            UpstreamError: no loopback port can be listened on.
+        """
+        if self._socket is not None:
+            assert self.port is not None
+            return self.port
+        if self.port is not None:
+            try:
+                self._socket = _listen(self.port)
+            except OSError as exc:
+                logger.warning("the OAuth redirect port %d is taken (%s); registering a new one", self.port, exc)
+        if self._socket is None:
+            try:
+                self._socket = _listen(0)
+            except OSError as exc:
+                raise UpstreamError(f"cannot listen on 127.0.0.1 for the OAuth redirect: {exc}") from exc
+        port: int = self._socket.getsockname()[1]
+        self.port = port
+        return port
+
+    def release(self) -> None:
+        """Stop listening and let the port go (until the next authorization holds it again)."""
+        if self._server is not None:
+            self._server.close()  # closes the held socket too
+            self._server = None
+        elif self._socket is not None:
+            self._socket.close()
+        self._socket = None
 
     async def open_url(self, url: str) -> None:
-        """Listen, then ask the person (on stderr) to open the authorization URL.
+        """Serve the held port, then ask the person (on stderr) to open the authorization URL.
 
         Raises:
             UpstreamError: the loopback port cannot be listened on.
         """
         self._result = asyncio.get_running_loop().create_future()
-        try:
-            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
-        except OSError as exc:
-            raise UpstreamError(f"cannot listen on 127.0.0.1:{self.port} for the OAuth redirect: {exc}") from exc
+        self.hold()
+        assert self._socket is not None
+        if self._server is None:
+            self._server = await asyncio.start_server(self._handle, sock=self._socket)
         self._pause(True)
         sys.stderr.write(f"checkpoint: to authorize access to the remote upstream, open this URL:\n{url}\n")
         sys.stderr.flush()
@@ -158,9 +216,7 @@ class LoopbackRedirect:
             raise UpstreamError(f"no OAuth authorization within {AUTHORIZE_SECONDS:g}s") from None
         finally:
             self._pause(False)
-            if self._server is not None:
-                self._server.close()
-                self._server = None
+            self.release()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -189,30 +245,146 @@ class LoopbackRedirect:
             )
 
 
-def oauth_for(server_url: str, pause: Callable[[bool], None], folder: Path | None = None) -> OAuthClientProvider:
+class CheckpointOAuth(OAuthClientProvider):
+    """The SDK's provider, holding the loopback port through each authorization and accepting a same-origin
+    issuer on the 2025-03-26 discovery path."""
+
+    def __init__(self, server_url: str, tokens: TokenFile, redirect: LoopbackRedirect) -> None:
+        metadata = OAuthClientMetadata(
+            client_name="Checkpoint",
+            redirect_uris=[redirect.uri] if redirect.port else None,  # type: ignore[list-item]  # validated to URLs
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
+        super().__init__(
+            server_url=server_url,
+            client_metadata=metadata,
+            storage=tokens,
+            redirect_handler=redirect.open_url,
+            callback_handler=redirect.wait,
+        )
+        self._tokens = tokens
+        self._redirect = redirect
+        self._legacy_issuer: str | None = None
+
+    def _expected_issuer(self) -> str:
+        # The SDK's hook for the issuer its metadata check and credential binding require: on the legacy path
+        # it is the MCP server's origin, unless the metadata there names a path of that same origin.
+        if self.context.auth_server_url is None and self._legacy_issuer is not None:
+            return self._legacy_issuer
+        return super()._expected_issuer()
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """The SDK's flow, with the port held from the challenge on and the legacy issuer looked up in time.
+
+        Raises:
+            UpstreamError: no loopback port can be listened on.
+        """
+        flow = super().async_auth_flow(request)
+        held_here = False
+        last_prm: httpx2.URL | None = None  # the last protected resource metadata URL the SDK tries
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                if outgoing is request and _challenges(response):
+                    held_here = True
+                    self._hold_redirect()
+                    urls = build_protected_resource_metadata_discovery_urls(
+                        extract_resource_metadata_from_www_auth(response), self.context.server_url
+                    )
+                    last_prm = httpx2.URL(urls[-1])
+                elif outgoing.url == last_prm and _not_found(response):
+                    # The SDK takes the legacy path next and fixes the issuer it expects before it fetches the
+                    # metadata, so the metadata is looked at here first; the SDK still checks what it fetches.
+                    last_prm = None
+                    origin = _origin(self.context.server_url)
+                    asm_response = yield create_oauth_metadata_request(
+                        f"{origin}/.well-known/oauth-authorization-server"
+                    )
+                    self._legacy_issuer = await _same_origin_issuer(asm_response, self.context.server_url)
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+            if held_here:
+                self._redirect.release()
+
+    def _hold_redirect(self) -> None:
+        """Hold the port and make the registration name it; a registration naming another port is dropped."""
+        port = self._redirect.hold()
+        uri = self._redirect.uri
+        self.context.client_metadata.redirect_uris = [AnyUrl(uri)]
+        if port != self._tokens.redirect_port:
+            self._tokens.remember_port(port)
+        client = self.context.client_info
+        if client is not None and client.redirect_uris and uri not in {str(u) for u in client.redirect_uris}:
+            self.context.client_info = None  # registered for a port we do not hold: register again
+
+
+def oauth_for(server_url: str, pause: Callable[[bool], None], folder: Path | None = None) -> CheckpointOAuth:
     """The SDK's OAuth provider for ``server_url``, with our token file and loopback redirect.
 
     ``pause(True)`` is called while the proxy waits for the person, ``pause(False)`` when it stops waiting.
     """
     tokens = TokenFile(folder or state_folder(), server_url)
-    redirect = LoopbackRedirect(tokens.redirect_port, pause)
-    metadata = OAuthClientMetadata(
-        client_name="Checkpoint",
-        redirect_uris=[redirect.uri],  # type: ignore[list-item]  # pydantic validates the string into a URL
-        grant_types=["authorization_code", "refresh_token"],
-        response_types=["code"],
-    )
-    return OAuthClientProvider(
-        server_url=server_url,
-        client_metadata=metadata,
-        storage=tokens,
-        redirect_handler=redirect.open_url,
-        callback_handler=redirect.wait,
-    )
+    return CheckpointOAuth(server_url, tokens, LoopbackRedirect(tokens.redirect_port, pause))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _challenges(response: httpx2.Response) -> bool:
+    """Whether the SDK answers ``response`` with an authorization (a 401, or a 403 asking for more scope)."""
+    if response.status_code == 401:
+        return True
+    return response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+
+
+def _not_found(response: httpx2.Response) -> bool:
+    """Whether a protected resource metadata answer sends the SDK down the legacy path (not a 5xx or 429)."""
+    return 300 <= response.status_code < 500 and response.status_code != 429
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _effective_port(parts: SplitResult) -> int | None:
+    try:
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
+
+
+async def _same_origin_issuer(response: httpx2.Response, server_url: str) -> str | None:
+    """The issuer of the metadata in ``response`` when it is a path on ``server_url``'s own origin, else None."""
+    if response.status_code != 200:
+        return None
+    try:
+        issuer = str(OAuthMetadata.model_validate_json(await response.aread()).issuer)
+    except (ValidationError, httpx2.HTTPError):
+        return None
+    mine, theirs = urlsplit(server_url), urlsplit(issuer)
+    same = (mine.scheme, mine.hostname, _effective_port(mine)) == (
+        theirs.scheme,
+        theirs.hostname,
+        _effective_port(theirs),
+    )
+    if not same or theirs.path in ("", "/"):
+        return None  # another origin stays refused; the origin itself the SDK accepts already
+    logger.info("the MCP server's own metadata names issuer %s on its origin (2025-03-26 discovery): accepted", issuer)
+    return issuer
+
+
+def _listen(port: int) -> socket.socket:
+    """A non-blocking socket listening on 127.0.0.1:``port`` (0: a port the kernel picks)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a kept port may linger in TIME_WAIT
+        sock.bind(("127.0.0.1", port))
+        sock.listen(8)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -82,7 +82,7 @@ def test_a_header_secret_reaches_the_server_and_never_the_proxy_command_line(
         )
         proc.stdin.flush()
         answer = json.loads(proc.stdout.readline())
-        assert answer["result"]["serverInfo"]["name"] == "checkpoint"
+        assert answer["result"]["serverInfo"]["name"] == "pay"  # init gives the proxy the entry's name
         command_line = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         assert SECRET.encode() not in command_line
         assert b"${CHECKPOINT_HEADER_AUTHORIZATION}" in command_line

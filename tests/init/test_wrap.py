@@ -94,6 +94,8 @@ def test_an_http_entry_keeps_its_header_values_in_the_environment_as_written() -
             "/p/.checkpoint/journal.db",
             "--workflow-id",
             "pay",
+            "--name",
+            "pay",
             "--upstream-url",
             "https://mcp.example.com/mcp",
             "--upstream-header-env",
@@ -127,6 +129,8 @@ def test_unknown_fields_stay_where_they_were_and_a_policy_is_passed() -> None:
         "srv",
         "--policy",
         "/p/policy.toml",
+        "--name",
+        "srv",
         "--upstream-cmd",
         "srv --a",
     ]

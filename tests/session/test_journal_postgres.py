@@ -82,3 +82,24 @@ def test_an_unreachable_postgres_journal_is_a_warning(repo: Path, hermetic_git: 
     assert done.returncode == 0, done.stderr
     assert "> ⚠ Journal postgresql://nobody@127.0.0.1:1/none could not be read" in done.stdout
     assert PASSWORD not in done.stdout
+
+
+def test_without_a_checkpoint_the_brief_reads_a_postgres_workflow_from_its_start(
+    repo: Path, pg_url: str, hermetic_git: dict[str, str]
+) -> None:
+    journal_calls(pg_url, "order-7", [("send_email", {"to": "ann"}, "COMPLETED"), ("charge_card", {}, "PENDING")])
+    done = subprocess.run(
+        checkpoint_argv("brief", "--journal", pg_url, "--workflow-id", "order-7"),
+        cwd=repo,
+        env={**os.environ, **hermetic_git, "CLAUDE_PROJECT_DIR": str(repo)},  # PYTHONPATH too: this tree
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Resuming without a session checkpoint")
+    section = done.stdout.split(f"\n\n{TITLE}\n")[1]
+    assert "- #2 `charge_card` `{}` — started " in section
+    assert '- #1 `send_email` `{"to":"ann"}` ✓ ' in section.split("### Done so far")[1]
+    assert PASSWORD not in done.stdout

@@ -1,9 +1,10 @@
 """One run of `checkpoint init`: every file's new text, decided before anything is written.
 
 ``plan`` reads the client's file (and, for Claude Code, the project's ``.claude/settings.json``), wraps each
-server that does not run ``checkpoint`` yet, adds the session server and the SessionStart hook where missing,
-and returns the changes. A file it cannot read, or an entry of a shape it does not know, raises before
-anything is written. Run twice, the second plan is empty.
+server that does not run ``checkpoint`` yet, adds the session server and the SessionStart hook where missing
+(and widens the matcher of a hook an older ``init`` wrote), git-ignores the session checkpoint file, and returns
+the changes. A file it cannot read, or an entry of a shape it does not know, raises before anything is written.
+Run twice, the second plan is empty.
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ repeat = "refuse"
 window = "24h"
 """
 
+PROJECT_GITIGNORE: Final = ".gitignore"
+CHECKPOINT_IGNORED: Final = "/.claude-checkpoint*"
+"""The session checkpoint file, its backup and its temp files (``session.store``), relative to the project."""
+CHECKPOINT_IGNORE_TEXT: Final = (
+    "# Written by `checkpoint init`: the session checkpoint (and its backup and temp files) is not source.\n"
+    f"{CHECKPOINT_IGNORED}\n"
+)
+
 GITIGNORE_TEXT: Final = """\
 # Written by `checkpoint init`: the journal and the originals init kept stay out of version control.
 journal.db*
@@ -82,6 +91,10 @@ class Plan:
     upgraded: list[str] = field(default_factory=list)
     """Servers an older `init` wrapped whose headers now go by ``--upstream-header-env``."""
     hook: bool = False
+    hook_repaired: bool = False
+    """The brief hook an older ``init`` wrote had its matcher widened to every session source."""
+    ignored_checkpoint: bool = False
+    """``/.claude-checkpoint*`` was added to the project's ``.gitignore``."""
     starter_policy: str | None = None
 
 
@@ -113,8 +126,12 @@ def plan(request: Request) -> Plan:
     if client.hook:
         hook_change = _hook_change(project, request.launcher)
         if hook_change is not None:
-            result.changes.append(hook_change)
-            result.hook = True
+            result.changes.append(hook_change[0])
+            result.hook, result.hook_repaired = not hook_change[1], hook_change[1]
+    ignore = _ignore_checkpoint_file(project)
+    if ignore is not None and (result.changes or any(wrap.is_session_server(e) for e in _entries(servers))):
+        result.changes.append(ignore)
+        result.ignored_checkpoint = True
     if result.changes:
         result.changes += _state_files(project, result, starter=policy is None)
     return result
@@ -216,18 +233,50 @@ def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, st
     return missing
 
 
-def _hook_change(project: str, launcher: wrap.Launcher) -> Change | None:
+def _entries(servers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [entry for entry in servers.values() if isinstance(entry, dict)]
+
+
+def _hook_change(project: str, launcher: wrap.Launcher) -> tuple[Change, bool] | None:
+    """The settings with the brief hook added, or with its matcher repaired (True), or None when it is right."""
     path = clients.settings_path(project)
     loaded = load_json(path)
     if not isinstance(loaded.value, dict):
         raise ClientConfigError(path, "the file is not a JSON object")
-    if wrap.has_brief_hook(loaded.value):
-        return None
     settings = copy.deepcopy(loaded.value)
-    problem = wrap.add_brief_hook(settings, launcher.shell("brief", "--hook"))
-    if problem is not None:
-        raise ClientConfigError(path, problem)
-    return Change(path, loaded.raw, render_json(settings, loaded.raw))
+    repaired = wrap.has_brief_hook(settings)
+    if repaired:
+        if not wrap.repair_brief_matcher(settings):
+            return None
+    else:
+        problem = wrap.add_brief_hook(settings, launcher.shell("brief", "--hook"))
+        if problem is not None:
+            raise ClientConfigError(path, problem)
+    return Change(path, loaded.raw, render_json(settings, loaded.raw)), repaired
+
+
+def _ignore_checkpoint_file(project: str) -> Change | None:
+    """The project's ``.gitignore`` with ``/.claude-checkpoint*`` appended, or None when a line has it already.
+
+    Raises:
+        ClientConfigError: the file cannot be read.
+    """
+    path = os.path.join(project, PROJECT_GITIGNORE)
+    try:
+        with open(path, "rb") as handle:
+            raw: bytes | None = handle.read()
+    except FileNotFoundError:
+        raw = None
+    except OSError as exc:
+        raise ClientConfigError(path, f"cannot be read ({exc.strerror})") from exc
+    lines = (raw or b"").decode("utf-8", "replace").splitlines()
+    if any(line.strip() in (CHECKPOINT_IGNORED, CHECKPOINT_IGNORED[1:]) for line in lines):
+        return None
+    newline = b"\r\n" if raw and b"\r\n" in raw else b"\n"
+    before = raw or b""
+    if before and not before.endswith(b"\n"):
+        before += newline
+    return Change(path, raw, before + CHECKPOINT_IGNORE_TEXT.encode().replace(b"\n", newline))
 
 
 def _state_files(project: str, result: Plan, *, starter: bool) -> list[Change]:
@@ -256,6 +305,12 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
         lines.append(f"{'would add' if dry_run else 'added'} the session server as {result.session!r}")
     if result.hook:
         lines.append(f"{'would add' if dry_run else 'added'} the SessionStart hook `checkpoint brief --hook`")
+    if result.hook_repaired:
+        lines.append(
+            f"{'would widen' if dry_run else 'widened'} the SessionStart hook's matcher to {wrap.HOOK_MATCHER!r}"
+        )
+    if result.ignored_checkpoint:
+        lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
     if result.starter_policy:
         lines.append(
             f"{'would write' if dry_run else 'wrote'} a starter policy at {result.starter_policy} (not in use "

@@ -32,7 +32,9 @@ from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
 
 CLIENT_VARIABLE: Final = "${"
 SESSION_NAME: Final = "checkpoint-session"
-HOOK_MATCHER: Final = "startup|clear|compact"
+HOOK_SOURCES: Final = ("startup", "resume", "clear", "compact")
+"""Every way Claude Code starts a session (``resume``: ``--continue``/``--resume``): each one gets the brief."""
+HOOK_MATCHER: Final = "|".join(HOOK_SOURCES)
 HOOK_TIMEOUT: Final = 10
 HEADER_ENV_FLAG: Final = "--upstream-header-env"
 _NOT_NAME: Final = re.compile(r"[^A-Z0-9]+")
@@ -96,7 +98,8 @@ class Wrapping:
         args = [*self.launcher.prefix, "--journal", self.journal, "--workflow-id", workflow]
         if self.policy is not None:
             args += ["--policy", self.policy]
-        return args
+        # The serverInfo name the client sees is the entry's own, not "checkpoint" for every wrapped server.
+        return [*args, "--name", workflow]
 
 
 def wrap(name: str, entry: Mapping[str, Any], shape: StdioEntry | HttpEntry, wrapping: Wrapping) -> dict[str, Any]:
@@ -191,17 +194,46 @@ def free_server_name(servers: Mapping[str, Any]) -> str:
     return _free(SESSION_NAME, servers)
 
 
-def has_brief_hook(settings: Mapping[str, Any]) -> bool:
-    """Whether Claude Code settings already run ``checkpoint brief --hook`` at SessionStart."""
+def _brief_groups(settings: Mapping[str, Any]) -> list[tuple[Any, bool]]:
+    """Every SessionStart group that runs ``checkpoint brief --hook``, each with whether ``init`` wrote it (the
+    brief is its only hook)."""
     hooks = settings.get("hooks", {})
     groups = hooks.get("SessionStart", []) if isinstance(hooks, dict) else []
+    found = []
     for group in groups if isinstance(groups, list) else []:
         inner = group.get("hooks", []) if isinstance(group, dict) else []
-        for hook in inner if isinstance(inner, list) else []:
-            command = hook.get("command") if isinstance(hook, dict) else None
-            if isinstance(command, str) and "brief" in command and "--hook" in command and "checkpoint" in command:
-                return True
-    return False
+        briefs = [hook for hook in inner if _is_brief(hook)] if isinstance(inner, list) else []
+        if briefs:
+            found.append((group, len(inner) == 1))
+    return found
+
+
+def _is_brief(hook: Any) -> bool:
+    command = hook.get("command") if isinstance(hook, dict) else None
+    return isinstance(command, str) and "brief" in command and "--hook" in command and "checkpoint" in command
+
+
+def has_brief_hook(settings: Mapping[str, Any]) -> bool:
+    """Whether Claude Code settings already run ``checkpoint brief --hook`` at SessionStart."""
+    return bool(_brief_groups(settings))
+
+
+def repair_brief_matcher(settings: dict[str, Any]) -> bool:
+    """Widen the matcher of the brief hook ``init`` wrote to every source in ``HOOK_SOURCES`` (an older ``init``
+    left out ``resume``); a group holding the user's own hooks is left as it is. Returns whether anything changed.
+    """
+    changed = False
+    for group, ours in _brief_groups(settings):
+        matcher = group.get("matcher")
+        if not ours or not isinstance(matcher, str) or matcher in ("", "*"):
+            continue  # not init's, or it already matches every source
+        sources = matcher.split("|")
+        missing = [source for source in HOOK_SOURCES if source not in sources]
+        if missing:
+            known = set(sources) <= set(HOOK_SOURCES)
+            group["matcher"] = HOOK_MATCHER if known else "|".join([*sources, *missing])
+            changed = True
+    return changed
 
 
 def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:

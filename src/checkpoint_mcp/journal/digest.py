@@ -239,14 +239,19 @@ class JournalReader(ABC):
             resolutions=self._max_resolution(),
         )
 
-    def digest(self, workflow: str, mark: Mark | None, saved_at: str) -> Digest:
-        """What happened to ``workflow``'s side effects since the save at ``saved_at`` (whose mark is ``mark``).
+    def digest(self, workflow: str, mark: Mark | None, saved_at: str | None) -> Digest:
+        """What happened to ``workflow``'s side effects since the save at ``saved_at`` (whose mark is ``mark``);
+        with ``saved_at`` None (no save), since the workflow began.
 
         Raises:
             JournalUnavailable: the journal cannot be read.
         """
         lineage = self.lineage(workflow)
-        if mark is not None and self._still_valid(lineage, mark):
+        if saved_at is None:
+            # The origin as a mark: every call is "since", read by sequence with the same caps as after a save.
+            digest = self._since_mark(lineage, Mark(lineage.head, 0, None, 0, 0, 0, (), 0))
+            saved_at = ""
+        elif mark is not None and self._still_valid(lineage, mark):
             digest = self._since_mark(lineage, mark)
         else:
             digest = self._since_time(lineage, saved_at)

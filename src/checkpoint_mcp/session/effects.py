@@ -4,12 +4,17 @@ It comes after "Since this checkpoint", only when there is something to say, in 
 
 * **In doubt**: each call that was in flight when its proxy stopped, with the exact ``checkpoint journal resolve``
   commands and a plain instruction not to redo it before it is resolved;
+* **In doubt, settled when sent again**: the in-doubt calls of tools whose policy declares a probe or an
+  idempotency key (``policy_view``): sending such a call again is safe, the proxy checks it or re-sends it under
+  its key, so no operator is needed;
 * **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
   repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
   live proxy is still waiting for are named too, and so are calls sent again that a tool policy caught;
 * **Settled automatically**: in-doubt calls the tool policy settled by itself (a probe that showed whether the
   call had run, or the upstream's idempotency key), and how;
 * one line counting what was done before the save.
+
+Without a session checkpoint (``since_checkpoint=False``), everything the journals hold is "done so far".
 
 The section has its own budget, ``EFFECTS_MAX_CHARS``, inside the brief's cap: the oldest calls done since go
 first, then in-doubt calls beyond the first few, and a last line says what was cut and where to see it all.
@@ -24,6 +29,7 @@ from typing import Final
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.digest import Call, Repeat
 from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.session import policy_view
 from checkpoint_mcp.session.journals import WorkflowDigest, settled_how
 from checkpoint_mcp.session.render import code
 
@@ -53,6 +59,18 @@ def _span(start: str | None, end: str | None) -> str:
 
 def _arguments(call: Call) -> str:
     return "«redacted»" if call.arguments is None else code(call.arguments)
+
+
+def _self_settling(call: Call, how: str, suffix: str) -> str:
+    if how.startswith(f"{policy_view.PROBE} "):
+        probe = how.removeprefix(f"{policy_view.PROBE} ")
+        means = f"it will be checked with the read-only tool {code(probe)} first and run only if it did not happen"
+    else:
+        means = "it will be re-sent under its idempotency key, so the upstream runs it at most once"
+    return (
+        f"- #{call.seq} {code(call.tool)} {_arguments(call)} — started {_when(call.started_at)}{suffix}: "
+        f"sending it again is safe: {means}"
+    )
 
 
 def _in_doubt(call: Call, shown: str) -> str:
@@ -128,21 +146,26 @@ def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
     return lines
 
 
-def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> str:
-    """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say."""
-    readable = [(item.journal, item.digest) for item in found if item.digest is not None]
+def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, since_checkpoint: bool = True) -> str:
+    """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say.
+
+    ``since_checkpoint`` False: there is no session checkpoint, and every call the journals hold is told as done.
+    """
+    readable = [(item.journal, item.digest, item.settles) for item in found if item.digest is not None]
     several = len(readable) > 1
     doubt: list[str] = []
+    safe: list[str] = []
     flying: list[str] = []
     done: list[tuple[str, int, str]] = []  # (line, calls in it, tool), newest last across workflows
     before: list[str] = []
     settled: list[str] = []
     omitted: dict[str, int] = {}
     commands: list[str] = []
-    for journal, digest in readable:
+    for journal, digest, settles in readable:
         assert digest is not None
         suffix = f" (workflow {code(journal.workflow)})" if several else ""
-        doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt]
+        doubt += [_in_doubt(call, journal.shown) for call in digest.in_doubt if call.tool not in settles]
+        safe += [_self_settling(c, settles[c.tool], suffix) for c in digest.in_doubt if c.tool in settles]
         settled += [
             f"- #{s.seq} {code(s.tool or '?')} — {settled_how(s)}, {_when(s.at)}{suffix}" for s in digest.settled
         ]
@@ -168,17 +191,21 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS) -> 
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
         if digest.in_doubt or digest.in_flight or digest.done_total or digest.settled:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
-    if not doubt and not flying and not done and not omitted and not settled:
+    if not doubt and not safe and not flying and not done and not omitted and not settled:
         return ""
-    return _fit(doubt, flying, done, omitted, _Tail(tuple(settled), tuple(before)), commands, limit)
+    tail = _Tail(tuple(settled), tuple(before), tuple(safe), since_checkpoint)
+    return _fit(doubt, flying, done, omitted, tail, commands, limit)
 
 
 @dataclass(frozen=True)
 class _Tail:
-    """The section's last lines, never cut: the calls settled automatically, and what was done before the save."""
+    """What is never cut: the in-doubt calls that settle themselves, the calls settled automatically, what was
+    done before the save, and whether there is a save at all."""
 
     settled: tuple[str, ...]
     before: tuple[str, ...]
+    safe: tuple[str, ...] = ()
+    since_checkpoint: bool = True
 
 
 def _render(
@@ -201,8 +228,17 @@ def _render(
         ]
         if doubt_hidden:
             lines.append(f"- … {doubt_hidden} more call(s) in doubt not shown")
+    if tail.safe:
+        lines += [
+            "### In doubt, settled by the tool policy when sent again",
+            "These calls were in flight when their proxy stopped, but their tool policy can settle them: if the "
+            "step still needs the call, send it again with the same arguments. Should the proxy still answer that "
+            "it is in doubt, the policy could not tell: then wait for an operator to resolve it.",
+            *tail.safe,
+        ]
     if done or omitted or flying:
-        lines.append("### Done since the checkpoint (newest last): these already happened, do not redo them")
+        since = "since the checkpoint" if tail.since_checkpoint else "so far, as the journal records it"
+        lines.append(f"### Done {since} (newest last): these already happened, do not redo them")
         if omitted:
             total = sum(omitted.values())
             lines.append(f"- … {total:,} earlier call(s) not shown: {_tools(omitted)}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.errors import GitError
-from checkpoint_mcp.session import gitproc
+from checkpoint_mcp.session import gitproc, own_files
 from checkpoint_mcp.session.gitproc import Hashing, SnapshotRun, Started
 from checkpoint_mcp.session.model import FileEntry, GitFacts
 from checkpoint_mcp.session.store import is_checkpoint_file
@@ -114,10 +114,15 @@ def snapshot(root: str, *, started: SnapshotRun | None = None) -> Snapshot | Non
         prefix = run.prefix()
         if prefix is None:
             return None
-        return _parse_status(run.status_run.checked(), prefix)
+        now = _parse_status(run.status_run.checked(), prefix)
     finally:
         if started is None:
             run.cancel()
+    # What `checkpoint init` wrote is Checkpoint's, not the agent's work (``own_files``).
+    own = own_files.written_by_init(root, (e.path for e in now.entries))
+    if not own:
+        return now
+    return Snapshot(now.branch, now.head, tuple(e for e in now.entries if e.path not in own), now.prefix)
 
 
 def _parse_status(output: str, prefix: str) -> Snapshot:
@@ -159,7 +164,7 @@ def _add(entries: list[StatusEntry], prefix: str, top_path: str, code: str) -> N
     if not top_path.startswith(prefix):
         return
     path = top_path[len(prefix) :]
-    if not path or is_checkpoint_file(path) or not _representable(path):
+    if not path or is_checkpoint_file(path) or own_files.in_state_folder(path) or not _representable(path):
         return
     entries.append(StatusEntry(path, code))
 

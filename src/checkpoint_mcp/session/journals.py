@@ -6,8 +6,10 @@ The journals come from the first of these that names any:
    ``--workflow-id W`` that follows it, if any;
 2. the ``CHECKPOINT_JOURNAL`` environment variable (one location; ``CHECKPOINT_WORKFLOW_ID`` names its workflow);
 3. the project's ``.mcp.json``: every ``mcpServers`` entry that runs ``checkpoint`` (or a path ending in
-   ``/checkpoint``, or ``python -m checkpoint_mcp``) with ``--journal`` (and ``--workflow-id``). ``${VAR}`` and
-   ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the project root.
+   ``/checkpoint``, or ``python -m checkpoint_mcp``) with ``--journal`` (and ``--workflow-id``, and the
+   ``--policy`` file, whose ``probe`` and ``idempotency`` tables tell which in-doubt calls settle themselves).
+   ``${VAR}`` and ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the
+   project root.
 
 A workflow without ``--workflow-id`` is the proxy's default, the journal's absolute path (a URL: without its
 password). Reading goes through ``journal.digest`` only, read-only; a journal that cannot be read becomes a
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from checkpoint_mcp.errors import JournalError
@@ -27,6 +29,7 @@ from checkpoint_mcp.session.model import JournalPosition
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.digest import Digest, JournalReader, Settled
+    from checkpoint_mcp.session.policy_view import Settlers
 
 JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
 WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
@@ -36,10 +39,11 @@ _VARIABLE: Final = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 
 @dataclass(frozen=True)
 class JournalSpec:
-    """A journal as configured: its location (path or URL) and workflow id, if one was given."""
+    """A journal as configured: its location (path or URL), workflow id and policy file, if they were given."""
 
     location: str
     workflow: str | None = None
+    policy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Journaled:
     shown: str
     """The location safe to print and to store: the path, or the URL without its password."""
     workflow: str
+    policy: str | None = None
+    """The absolute path of the policy file the proxy writing this workflow was given, if any."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class WorkflowDigest:
 
     journal: Journaled
     digest: Digest | None
+    settles: Mapping[str, str] = field(default_factory=dict)
+    """Tool of a call in doubt → how its policy settles it when it is sent again (``policy_view.Settlers.how``)."""
 
 
 def pair_options(args: Sequence[str]) -> list[JournalSpec]:
@@ -123,12 +131,26 @@ def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSp
         command = entry.get("command")
         if not _runs_checkpoint(_expand(command, environ) if isinstance(command, str) else None, args):
             continue
+        policy = _policy_of(args)
+        if policy is not None:
+            policy = os.path.join(root, os.path.expanduser(policy))
         for spec in pair_options(args):
             location = spec.location
             if not _is_url(location):
                 location = os.path.join(root, os.path.expanduser(location))
-            specs.append(JournalSpec(location, spec.workflow))
+            specs.append(JournalSpec(location, spec.workflow, policy))
     return specs, []
+
+
+def _policy_of(args: Sequence[str]) -> str | None:
+    """The last ``--policy FILE`` (or ``--policy=FILE``) of a proxy's command line, as the proxy takes it."""
+    found = None
+    for index, item in enumerate(args):
+        if item.startswith("--policy="):
+            found = item.removeprefix("--policy=")
+        elif item == "--policy" and index + 1 < len(args):
+            found = args[index + 1]
+    return found
 
 
 def _is_url(location: str) -> bool:
@@ -171,9 +193,9 @@ def _resolved(spec: JournalSpec, base: str) -> Journaled:
         from checkpoint_mcp.journal.postgres import masked
 
         shown = masked(spec.location)
-        return Journaled(spec.location, shown, spec.workflow or shown)
+        return Journaled(spec.location, shown, spec.workflow or shown, spec.policy)
     path = os.path.abspath(os.path.join(base, os.path.expanduser(spec.location)))
-    return Journaled(path, path, spec.workflow or path)
+    return Journaled(path, path, spec.workflow or path, spec.policy)
 
 
 def _readers(journals: Iterable[Journaled]) -> dict[str, JournalReader | str]:
@@ -223,9 +245,10 @@ def positions(journals: Sequence[Journaled], warnings: list[str]) -> tuple[Journ
 
 
 def digests(
-    journals: Sequence[Journaled], saved: Sequence[JournalPosition], saved_at: str, warnings: list[str]
+    journals: Sequence[Journaled], saved: Sequence[JournalPosition], saved_at: str | None, warnings: list[str]
 ) -> tuple[WorkflowDigest, ...]:
-    """What each journaled workflow says since the save; unreadable ones are warnings."""
+    """What each journaled workflow says since the save at ``saved_at`` (None: since it began); unreadable
+    journals and policy files are warnings."""
     if not journals:
         return ()
     from checkpoint_mcp.journal.digest import Mark
@@ -233,6 +256,7 @@ def digests(
     readers = _readers(journals)
     marks = {(p.location, p.workflow): p for p in saved}
     found: list[WorkflowDigest] = []
+    policies: dict[str, Settlers | str] = {}
     try:
         for journal in journals:
             reader = readers[journal.location]
@@ -248,10 +272,31 @@ def digests(
                 warnings.append(f"Journal {journal.shown} could not be read, so its side effects are not shown: {exc}")
                 found.append(WorkflowDigest(journal, None))
                 continue
-            found.append(WorkflowDigest(journal, digest))
+            found.append(WorkflowDigest(journal, digest, _settles(journal, digest, policies, warnings)))
     finally:
         _close(readers)
     return tuple(found)
+
+
+def _settles(
+    journal: Journaled, digest: Digest, policies: dict[str, Settlers | str], warnings: list[str]
+) -> dict[str, str]:
+    """How the workflow's policy settles each tool that has a call in doubt (read once per policy file)."""
+    if journal.policy is None or not digest.in_doubt:
+        return {}
+    from checkpoint_mcp.session import policy_view
+
+    if journal.policy not in policies:
+        policies[journal.policy] = policy_view.read(journal.policy)
+        if isinstance(policies[journal.policy], str):
+            warnings.append(
+                f"The tool policy {policies[journal.policy]}, so calls in doubt are shown as needing an operator."
+            )
+    settlers = policies[journal.policy]
+    if isinstance(settlers, str):
+        return {}
+    found = {call.tool: settlers.how(call.tool) for call in digest.in_doubt}
+    return {tool: how for tool, how in found.items() if how is not None}
 
 
 def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
@@ -267,7 +312,12 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                 "head": digest.head,
                 "since": "sequence" if digest.exact else "time",
                 "inDoubt": [
-                    _call(c) | {"resolve": operator_commands(journal.shown, c.workflow, c.seq)} for c in digest.in_doubt
+                    _call(c)
+                    | {
+                        "resolve": operator_commands(journal.shown, c.workflow, c.seq),
+                        "settlesWhenSentAgain": item.settles.get(c.tool),
+                    }
+                    for c in digest.in_doubt
                 ],
                 "inFlight": [_call(c) for c in digest.in_flight],
                 "completedSince": {

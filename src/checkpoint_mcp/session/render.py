@@ -312,8 +312,22 @@ def _fit(head: str, parts: list[_Part], tail: str = "") -> str:
 
 
 def nothing_to_resume(path: str) -> str:
-    """The short line for a project with no checkpoint."""
+    """The short line for a project with no checkpoint and nothing in its journals."""
     return f"No checkpoint at {path}: nothing to resume."
+
+
+def without_checkpoint(path: str, effects: str, warnings: Sequence[str]) -> str:
+    """The brief of a project with no session checkpoint: the journals' side-effects section when they hold
+    anything, else the "nothing to resume" line; then the warnings."""
+    if not effects:
+        return "\n".join([nothing_to_resume(path), *(f"⚠ {w}" for w in warnings)])
+    head = [
+        f"# Resuming without a session checkpoint (none at {path})",
+        "No goal, tasks or next steps were saved, but the project's journals recorded the side effects below: "
+        "check them before you act, and save a checkpoint with save_session_checkpoint as you go.",
+        *(f"> ⚠ {w}" for w in warnings),
+    ]
+    return "\n".join(head) + "\n\n" + effects
 
 
 def save_confirmation(path: str, size: int, mode: str, checkpoint: Checkpoint, warnings: Sequence[str]) -> str:
@@ -345,14 +359,17 @@ def drift_document(drift: Drift | None) -> dict[str, Any] | None:
 
 
 def full(
-    checkpoint: Checkpoint,
+    checkpoint: Checkpoint | None,
     drift: Drift | None,
     warnings: Sequence[str] = (),
     journals: Sequence[dict[str, Any]] | None = None,
 ) -> str:
     """``format: "full"``: the complete checkpoint JSON plus drift (the journals' digests, if any are configured,
     and the load's warnings)."""
-    document: dict[str, Any] = {"checkpoint": to_document(checkpoint), "drift": drift_document(drift)}
+    document: dict[str, Any] = {
+        "checkpoint": None if checkpoint is None else to_document(checkpoint),
+        "drift": drift_document(drift),
+    }
     if journals:
         document["journals"] = list(journals)
     document["warnings"] = list(warnings)

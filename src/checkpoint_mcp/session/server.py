@@ -42,9 +42,10 @@ This server keeps the session's working state in <project>/.claude-checkpoint, s
 
 Load: at the start of a session, and whenever the user says "resume", "continue" or "where were we", call \
 load_session_checkpoint once, before exploring the code. Trust the brief. Re-read only the files it flags \
-under "Changed after the checkpoint"; everything else is as it was. found: false just means there is nothing \
-to resume. Under "Side effects (journal)", calls "In doubt" may or may not have happened: never call them again \
-before they are resolved; calls "Done since the checkpoint" already happened: do not redo those next steps.
+under "Changed after the checkpoint"; everything else is as it was. found: false means no checkpoint was \
+saved: the text still says what the project's journals recorded, if anything. Under "Side effects (journal)", \
+calls "In doubt" may or may not have happened: never call them again before they are resolved, unless they are \
+listed as settled by the tool policy when sent again; calls listed as done already happened: do not redo them.
 
 Save: call save_session_checkpoint
 - after a milestone: a task finished, tests green, a decision taken, a dead end found;

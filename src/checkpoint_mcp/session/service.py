@@ -116,7 +116,7 @@ def save(
     if snapshot is not None and _ignored(root.path) is False:
         warnings.append(
             f"{store.checkpoint_path(root.path)} is not git-ignored: add `.claude-checkpoint*` to .gitignore "
-            "(Checkpoint never edits it for you)."
+            "(the session server never edits it; `checkpoint init` adds it)."
         )
     if dropped:
         warnings.append(f"Trimmed to fit the limits: {'; '.join(dropped)}.")
@@ -154,9 +154,7 @@ def load(
         return run.in_work_tree() if run is not None else git.in_work_tree(root.path)
 
     if stored is None:
-        warnings = _root_warnings(root, in_work_tree=in_work_tree)
-        text = "\n".join([render.nothing_to_resume(path), *(f"⚠ {w}" for w in warnings)])
-        return LoadOutcome(path, None, False, None, tuple(warnings), text)
+        return _without_checkpoint(root, path, output, setup, in_work_tree)
     checkpoint = stored.checkpoint
     drift: Drift | None = None
     problem: str | None = None
@@ -196,6 +194,26 @@ def load(
             section = effects.section(found_journals)
         text = render.brief(checkpoint, drift, now=moment, drift_problem=problem, warnings=warnings, effects=section)
     return LoadOutcome(path, checkpoint, stored.from_backup, drift, tuple(warnings), text, found_journals)
+
+
+def _without_checkpoint(
+    root: ProjectRoot, path: str, output: Format, setup: Setup, in_work_tree: Callable[[], bool]
+) -> LoadOutcome:
+    """No session checkpoint: still what the journals know, from the start of each workflow (``found`` stays
+    False). "Nothing to resume" only when the journals hold nothing either."""
+    journal_warnings = list(setup.warnings)
+    found_journals = journals.digests(setup.journals, (), None, journal_warnings)
+    warnings = [*_root_warnings(root, in_work_tree=in_work_tree), *journal_warnings]
+    section = ""
+    if found_journals:
+        from checkpoint_mcp.session import effects
+
+        section = effects.section(found_journals, since_checkpoint=False)
+    if output == "full" and section:
+        text = render.full(None, None, warnings, journals.as_data(found_journals))
+    else:
+        text = render.without_checkpoint(path, section, warnings)
+    return LoadOutcome(path, None, False, None, tuple(warnings), text, found_journals)
 
 
 def brief_text(

@@ -77,7 +77,8 @@ def first_header_through(entry: dict[str, Any], seen: list[dict[str, str]]) -> t
         )
         proc.stdin.flush()
         answer = json.loads(proc.stdout.readline())
-        assert answer["result"]["serverInfo"]["name"] == "pay"  # init gives the proxy the entry's name
+        if "--name" in entry["args"]:  # init gives the proxy the entry's name (an older init did not)
+            assert answer["result"]["serverInfo"]["name"] == "pay"
         command_line = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
     finally:
         proc.kill()

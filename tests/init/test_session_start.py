@@ -61,7 +61,10 @@ def test_a_later_init_widens_the_matcher_an_older_init_wrote_and_leaves_the_user
     assert "nothing to change" in init_ok("--project", str(tmp_path))
 
     init_ok("--undo", "--project", str(tmp_path))
-    assert settings_path.read_bytes() == old
+    # --undo goes back to before the first init (no settings file), keeping the version edited in between beside.
+    assert not settings_path.exists()
+    [aside] = [p for p in settings_path.parent.iterdir() if ".checkpoint-undo-" in p.name]
+    assert aside.read_bytes() == old
 
 
 def test_init_git_ignores_the_session_checkpoint_file_and_its_siblings(tmp_path: Path) -> None:

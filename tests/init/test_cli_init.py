@@ -83,7 +83,11 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
     first, added = settings["hooks"]["SessionStart"]
     assert first == {"hooks": [{"type": "command", "command": "echo hello"}]}
     assert added["hooks"][0]["command"] == f"{sys.executable} -m checkpoint_mcp brief --hook"
-    assert (project / ".checkpoint" / "policy.toml").read_text().count("\n[default]") == 1
+    policies = project / ".checkpoint" / "policies"
+    assert sorted(p.name for p in policies.iterdir()) == ["quoted.toml", "remote.toml"]
+    assert quoted["args"][6:8] == ["--policy", str(policies / "quoted.toml")]
+    assert mcp["mcpServers"]["remote"]["args"][6:8] == ["--policy", str(policies / "remote.toml")]
+    assert "warning: quoted could not be asked for its tools" in out
 
     after = snapshot(project)
     again = init_ok("--project", str(project))
@@ -93,7 +97,7 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
 
     undone = init_ok("--undo", "--project", str(project))
     assert f"restored {project}/.mcp.json" in undone
-    assert f"removed {project}/.checkpoint/policy.toml" in undone
+    assert f"removed {project}/.checkpoint/policies/quoted.toml" in undone
     assert snapshot(project) == before
     assert folders(project) == dirs
     assert run_init("--undo", "--project", str(project)).returncode == 1
@@ -181,7 +185,7 @@ def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(projec
     assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON
 
 
-def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(project: Path, tmp_path: Path) -> None:
+def test_a_policy_given_goes_to_every_wrapped_server_and_none_is_written(project: Path, tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[default]\nrepeat = "refuse"\nwindow = "24h"\n')
     init_ok("--project", str(project), "--policy", str(policy), "--journal", str(tmp_path / "j.db"))
@@ -191,7 +195,18 @@ def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(p
         assert args[args.index("--policy") + 1] == str(policy)
         assert args[args.index("--journal") + 1] == str(tmp_path / "j.db")
     assert "--policy" not in mcp["checkpoint-session"]["args"]
-    assert not (project / ".checkpoint" / "policy.toml").exists()
+    assert not (project / ".checkpoint" / "policies").exists()
+
+
+def test_no_policy_writes_none_and_gives_no_server_one(project: Path) -> None:
+    out = init_ok("--project", str(project), "--no-policy")
+    assert "wrapped: quoted, remote" in out
+    assert "policies" not in out
+    assert not any("--policy" in entry.get("args", []) for entry in servers(project / ".mcp.json").values())
+    assert not (project / ".checkpoint" / "policies").exists()
+    both = run_init("--project", str(project), "--no-policy", "--policy", str(project / ".mcp.json"))
+    assert both.returncode == 2
+    assert "give --policy FILE or --no-policy, not both" in both.stderr
 
 
 def test_undo_keeps_a_version_edited_since_beside_the_restored_original(project: Path) -> None:

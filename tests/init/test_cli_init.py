@@ -198,6 +198,24 @@ def test_a_policy_given_goes_to_every_wrapped_server_and_none_is_written(project
     assert not (project / ".checkpoint" / "policies").exists()
 
 
+def test_another_clients_servers_get_their_policies_too(tmp_path: Path) -> None:
+    effects = Path(__file__).parents[1] / "servers" / "effects_server.py"
+    path = tmp_path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"mcpServers": {"mail box": {"command": sys.executable, "args": [str(effects)]}}}))
+    out = init_ok("--project", str(tmp_path), "--client", "cursor")
+    policy = tmp_path / ".checkpoint" / "policies" / "mail_box.toml"
+    args = servers(path)["mail box"]["args"]
+    assert args[args.index("--policy") + 1] == str(policy)
+    assert (
+        "# readOnlyHint: it only reads, so it is not journaled. Arguments: none.\n[tools.lookup]\n"
+        in policy.read_text()
+    )
+    [review] = [line for line in out.splitlines() if line.startswith("review first: mail box's tools send_quiet, ")]
+    assert "send_email" not in review, "it has hints (destructiveHint), so it is not one to review first"
+    assert "lookup" not in review
+
+
 def test_no_policy_writes_none_and_gives_no_server_one(project: Path) -> None:
     out = init_ok("--project", str(project), "--no-policy")
     assert "wrapped: quoted, remote" in out
@@ -290,7 +308,11 @@ def test_cursor_and_vscode_files_are_wrapped_in_their_own_shape(
     path.parent.mkdir()
     original = json.dumps(document, indent=4)
     path.write_text(original)
-    init_ok("--project", str(tmp_path), "--client", client)
+    # Cursor's npx server would be started to list its tools (and npx would fetch a package that does not exist).
+    out = init_ok("--project", str(tmp_path), "--client", client, *(["--no-policy"] if client == "cursor" else []))
+    if client == "vscode":  # ${input:…} is known only to VS Code: neither server can be asked now
+        assert "warning: files could not be asked for its tools (${input:api-key} is known only to the client)" in out
+        assert "warning: web could not be asked for its tools (${input:api-key} is known only to the client)" in out
     written = json.loads(path.read_text())
     assert set(written) == set(document), "no other top-level key appears (VS Code's inputs are kept)"
     table = written[key]

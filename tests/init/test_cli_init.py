@@ -83,7 +83,11 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
     first, added = settings["hooks"]["SessionStart"]
     assert first == {"hooks": [{"type": "command", "command": "echo hello"}]}
     assert added["hooks"][0]["command"] == f"{sys.executable} -m checkpoint_mcp brief --hook"
-    assert (project / ".checkpoint" / "policy.toml").read_text().count("\n[default]") == 1
+    policies = project / ".checkpoint" / "policies"
+    assert sorted(p.name for p in policies.iterdir()) == ["quoted.toml", "remote.toml"]
+    assert quoted["args"][6:8] == ["--policy", str(policies / "quoted.toml")]
+    assert mcp["mcpServers"]["remote"]["args"][6:8] == ["--policy", str(policies / "remote.toml")]
+    assert "warning: quoted could not be asked for its tools" in out
 
     after = snapshot(project)
     again = init_ok("--project", str(project))
@@ -93,7 +97,7 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
 
     undone = init_ok("--undo", "--project", str(project))
     assert f"restored {project}/.mcp.json" in undone
-    assert f"removed {project}/.checkpoint/policy.toml" in undone
+    assert f"removed {project}/.checkpoint/policies/quoted.toml" in undone
     assert snapshot(project) == before
     assert folders(project) == dirs
     assert run_init("--undo", "--project", str(project)).returncode == 1
@@ -181,7 +185,7 @@ def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(projec
     assert run_init("--undo", "--project", str(project)).returncode == 1
 
 
-def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(project: Path, tmp_path: Path) -> None:
+def test_a_policy_given_goes_to_every_wrapped_server_and_none_is_written(project: Path, tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[default]\nrepeat = "refuse"\nwindow = "24h"\n')
     init_ok("--project", str(project), "--policy", str(policy), "--journal", str(tmp_path / "j.db"))
@@ -191,7 +195,36 @@ def test_a_policy_given_goes_to_every_wrapped_server_and_no_starter_is_written(p
         assert args[args.index("--policy") + 1] == str(policy)
         assert args[args.index("--journal") + 1] == str(tmp_path / "j.db")
     assert "--policy" not in mcp["checkpoint-session"]["args"]
-    assert not (project / ".checkpoint" / "policy.toml").exists()
+    assert not (project / ".checkpoint" / "policies").exists()
+
+
+def test_another_clients_servers_get_their_policies_too(tmp_path: Path) -> None:
+    effects = Path(__file__).parents[1] / "servers" / "effects_server.py"
+    path = tmp_path / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"mcpServers": {"mail box": {"command": sys.executable, "args": [str(effects)]}}}))
+    out = init_ok("--project", str(tmp_path), "--client", "cursor")
+    policy = tmp_path / ".checkpoint" / "policies" / "mail_box.toml"
+    args = servers(path)["mail box"]["args"]
+    assert args[args.index("--policy") + 1] == str(policy)
+    assert (
+        "# readOnlyHint: it only reads, so it is not journaled. Arguments: none.\n[tools.lookup]\n"
+        in policy.read_text()
+    )
+    [review] = [line for line in out.splitlines() if line.startswith("review first: mail box's tools send_quiet, ")]
+    assert "send_email" not in review, "it has hints (destructiveHint), so it is not one to review first"
+    assert "lookup" not in review
+
+
+def test_no_policy_writes_none_and_gives_no_server_one(project: Path) -> None:
+    out = init_ok("--project", str(project), "--no-policy")
+    assert "wrapped: quoted, remote" in out
+    assert "policies" not in out
+    assert not any("--policy" in entry.get("args", []) for entry in servers(project / ".mcp.json").values())
+    assert not (project / ".checkpoint" / "policies").exists()
+    both = run_init("--project", str(project), "--no-policy", "--policy", str(project / ".mcp.json"))
+    assert both.returncode == 2
+    assert "give --policy FILE or --no-policy, not both" in both.stderr
 
 
 def test_undo_keeps_a_version_edited_since_beside_the_restored_original(project: Path) -> None:
@@ -275,7 +308,11 @@ def test_cursor_and_vscode_files_are_wrapped_in_their_own_shape(
     path.parent.mkdir()
     original = json.dumps(document, indent=4)
     path.write_text(original)
-    init_ok("--project", str(tmp_path), "--client", client)
+    # Cursor's npx server would be started to list its tools (and npx would fetch a package that does not exist).
+    out = init_ok("--project", str(tmp_path), "--client", client, *(["--no-policy"] if client == "cursor" else []))
+    if client == "vscode":  # ${input:…} is known only to VS Code: neither server can be asked now
+        assert "warning: files could not be asked for its tools (${input:api-key} is known only to the client)" in out
+        assert "warning: web could not be asked for its tools (${input:api-key} is known only to the client)" in out
     written = json.loads(path.read_text())
     assert set(written) == set(document), "no other top-level key appears (VS Code's inputs are kept)"
     table = written[key]

@@ -15,6 +15,7 @@ from checkpoint_mcp.intercept.policy import (
     json_equal,
     load_policy,
 )
+from checkpoint_mcp.intercept.policy_report import effective_rules
 
 ISSUE_EXAMPLE = """
 [default]                      # tools no rule names
@@ -128,6 +129,23 @@ def test_globs_know_question_marks_and_sets(tmp_path: Path) -> None:
     assert policy.rule_for("xa").repeat is Repeat.ALLOW
 
 
+def test_an_idempotent_tool_runs_its_repeats_whatever_default_says(tmp_path: Path) -> None:
+    text = (
+        '[default]\nrepeat = "refuse"\nwindow = "1h"\n[tools.set]\nidempotent = true\n[tools.put]\nidempotent = false\n'
+    )
+    policy = load_policy(write(tmp_path, text))
+    rule = policy.rule_for("set")
+    assert (rule.idempotent, rule.repeat, rule.window_seconds) == (True, Repeat.ALLOW, 3600)
+    assert rule.catches_repeats, "looked up, to find an in-doubt original to send again"
+    put = policy.rule_for("put")
+    assert (put.idempotent, put.repeat) == (False, Repeat.REFUSE)
+    rows = {row["tool"]: row for row in effective_rules(policy, [{"name": "set"}, {"name": "put"}], False)}
+    assert rows["set"]["idempotent"] is True
+    assert rows["set"]["repeat"] == "repeat allow (idempotent: an in-doubt call is sent again as is)"
+    assert rows["set"]["windowSeconds"] is None
+    assert (rows["put"]["idempotent"], rows["put"]["windowSeconds"]) == (False, 3600)
+
+
 @pytest.mark.parametrize(
     ("window", "seconds"),
     [
@@ -163,6 +181,14 @@ def test_windows_are_durations(tmp_path: Path, window: str, seconds: float) -> N
         ('[default]\nidempotency = { argument = "k" }\n', "[default] idempotency: belongs to one tool"),
         ("[default]\nread_only = true\n", "[default] read_only: belongs to one tool"),
         ("[tools.x]\nread_only = 1\n", "[tools.x] read_only: must be true or false"),
+        ("[default]\nidempotent = true\n", "[default] idempotent: belongs to one tool"),
+        ('[tools.x]\nidempotent = "yes"\n', "[tools.x] idempotent: must be true or false (got a string)"),
+        ('[tools.x]\nidempotent = true\nrepeat = "refuse"\n', "[tools.x] repeat: conflicts with idempotent = true"),
+        (
+            '[tools.x]\nidempotent = true\nidempotency = { argument = "k" }\n',
+            "[tools.x] idempotency: conflicts with idempotent = true",
+        ),
+        ("[tools.x]\njournal = false\nidempotent = true\n", "[tools.x] idempotent: has no effect with journal"),
         ('[tools."bad["]\njournal = false\n', "[tools.\"bad[\"]: bad glob 'bad['"),
         ('[tools."a]"]\njournal = false\n', "[tools.\"a]\"]: bad glob 'a]'"),
         ('[tools."x[z-a]"]\njournal = false\n', "bad glob 'x[z-a]'"),

@@ -149,3 +149,24 @@ def test_policy_belongs_to_the_proxy_not_to_a_journal_command(tmp_path: Path) ->
     done = run("--policy", write(tmp_path, ""), "journal", "ls", "--journal", str(tmp_path / "j.db"))
     assert done.returncode == 2
     assert "--policy belongs to the proxy" in done.stderr
+
+
+def test_suggest_prints_the_tables_init_would_write_for_one_server(tmp_path: Path) -> None:
+    done = run("policy", "suggest", "--upstream-cmd", server_cmd("effects_server.py"), "--name", "mail")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith('# Tool policy for the MCP server "mail", written by `checkpoint init` from its')
+    assert "# readOnlyHint: it only reads, so it is not journaled. Arguments: none.\n[tools.lookup]\n" in done.stdout
+    assert '[tools.send_email]\nrepeat = "refuse"\n' in done.stdout
+    saved = tmp_path / "mail.toml"
+    saved.write_text(done.stdout)
+    checked = run("policy", "check", str(saved), "--upstream-cmd", server_cmd("effects_server.py"))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr == "", "every table names a tool the server lists"
+    assert "lookup" in checked.stdout
+
+
+def test_suggest_says_why_a_server_cannot_be_asked() -> None:
+    done = run("policy", "suggest", "--upstream-cmd", "exit 3", "--upstream-timeout", "5")
+    assert done.returncode == 1
+    assert "Error: " in done.stderr
+    assert done.stdout == ""

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from checkpoint_mcp import __version__
+from checkpoint_mcp.cli.asktools import asker as tools_asker
 from checkpoint_mcp.cli.journal import audit_key_option
 from checkpoint_mcp.cli.operator import journal_group
 from checkpoint_mcp.cli.policy import checked_policy, policy_group, policy_option
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.command import ASKER as init_asker
 from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
@@ -330,6 +332,8 @@ def demo(workdir: str | None) -> None:
 main.add_command(policy_group)
 main.add_command(journal_group)
 main.add_command(init_command)
+if not init_asker:
+    init_asker.append(tools_asker)  # init asks servers for their tools through cli/, which may import transports
 
 
 class _JournalCommand(click.Command):

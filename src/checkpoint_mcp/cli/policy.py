@@ -1,4 +1,5 @@
-"""`--policy FILE` for the commands that take one, and `checkpoint policy check`: thin click adapters.
+"""`--policy FILE` for the commands that take one, `checkpoint policy check` and `policy suggest`: thin click
+adapters.
 
 The policy is read and checked here, at the edge, before any upstream starts; the library takes the frozen
 ``Policy`` (see ``intercept/policy.py``).
@@ -107,3 +108,24 @@ def policy_check(file: str, trust_annotations: bool, as_json: bool, **options: A
         click.echo(json.dumps({"policy": policy.path, "tools": rows, "warnings": warnings}, indent=2))
     else:
         click.echo(render_rules(rows))
+
+
+@policy_group.command("suggest")
+@upstream_options
+@click.option("--name", default="server", show_default=True, help="The server's name, for the file's header.")
+def policy_suggest(name: str, **options: Any) -> None:
+    """Print a policy for one server, written from its tools as `checkpoint init` writes them.
+
+    Asks the server (--upstream-cmd or --upstream-url) for its tools/list and prints one commented table per
+    tool: readOnlyHint gives journal = false, idempotentHint gives idempotent = true, anything else a repeat
+    refused within 24h. Save it and give it to the server's proxy with --policy.
+    """
+    from checkpoint_mcp.init.policies import suggest
+    from checkpoint_mcp.upstream.client import fetch_tools
+
+    upstream_cmd, remote = upstream_choice(options)
+    try:
+        tools = fetch_tools(upstream_cmd, remote, options["upstream_timeout"])
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(suggest(name, tools), nl=False)

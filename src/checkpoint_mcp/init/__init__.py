@@ -2,10 +2,11 @@
 
 ``clients`` (where each client keeps its servers, and the shape of its file) · ``wrap`` (one entry rewritten to
 run through ``checkpoint``, the session server, the SessionStart hook) · ``files`` (reading, diffs, atomic
-writes, the kept originals and ``--undo``) · ``plan`` (the whole run: every file's new text decided before
-anything is written) · ``command`` (the click command, which ``cli`` registers).
+writes, the kept originals and ``--undo``) · ``policies`` (the active policy written for each server from its
+tools) · ``plan`` (the whole run: every file's new text decided before anything is written) · ``command`` (the
+click command, which ``cli`` registers).
 
 This room reads and writes client configuration files only. It imports ``errors`` and, for the journals a
 session server should read, ``session.journals`` (and ``journal``'s default workflow name); never a pump, a
-transport or the interceptor.
+transport or the interceptor: the servers' tools are asked for by ``cli``, through the ``ToolLister`` it gives.
 """

@@ -1,13 +1,24 @@
-"""The `checkpoint init` command: a thin click adapter over ``plan`` and ``files`` (``cli`` registers it)."""
+"""The `checkpoint init` command: a thin click adapter over ``plan`` and ``files``.
+
+``cli`` registers it, and gives it the asker (``ASKER``) that lists a server's tools: that takes a transport,
+which this room may not import.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import click
 
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.policies import ToolLister
+
+DEFAULT_LIST_TIMEOUT = 10.0  # seconds each server has to start and list its tools (all are asked at once)
+
+ASKER: list[Callable[[float], ToolLister]] = []
+"""Set by ``cli``: ``asker(timeout)`` is the ``ToolLister`` init asks the servers with (none: none is asked)."""
 
 
 def _names(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -40,8 +51,20 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option(
     "--policy",
     type=click.Path(exists=True, dir_okay=False, resolve_path=True),
-    help="A tool policy file every wrapped server gets with --policy. Without it a commented starter is written "
-    "to PROJECT/.checkpoint/policy.toml and not used.",
+    help="A tool policy file every wrapped server gets with --policy, instead of the ones init writes.",
+)
+@click.option(
+    "--no-policy",
+    is_flag=True,
+    help="Write no policy and give no server --policy: repeats of a call then run again (not recommended).",
+)
+@click.option(
+    "--list-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LIST_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long each server may take to start and list its tools (all are asked at once).",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
@@ -56,6 +79,8 @@ def init(
     client: str,
     journal_location: str | None,
     policy: str | None,
+    no_policy: bool,
+    list_timeout: float,
     only: tuple[str, ...],
     skip: tuple[str, ...],
     dry_run: bool,
@@ -64,7 +89,8 @@ def init(
     """Put Checkpoint in front of the MCP servers a project already has, for one client.
 
     Every server entry is rewritten to run this `checkpoint` (by absolute path) with the project's journal and
-    a workflow named after the server; the session server is added and, for Claude Code, the SessionStart hook
+    a workflow named after the server, and its own active policy (--policy), written to .checkpoint/policies/
+    from the tools the server lists; the session server is added and, for Claude Code, the SessionStart hook
     `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
     """
     import shutil
@@ -73,6 +99,8 @@ def init(
 
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
+    if policy is not None and no_policy:
+        raise click.UsageError("give --policy FILE or --no-policy, not both")
     try:
         if undo:
             for restored in files.undo(project):
@@ -84,6 +112,8 @@ def init(
             client=client,
             journal=journal_location,
             policy=policy,
+            no_policy=no_policy,
+            tools_of=ASKER[0](list_timeout) if ASKER else None,
             only=_names(only),
             skip=_names(skip),
             launcher=wrap.launcher(sys.argv[0], sys.executable, shutil.which),

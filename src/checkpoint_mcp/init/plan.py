@@ -10,42 +10,19 @@ Run twice, the second plan is empty.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import clients, wrap
+from checkpoint_mcp.init import clients, policies, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
 DEFAULT_JOURNAL: Final = os.path.join(STATE_FOLDER, "journal.db")
-STARTER_POLICY: Final = os.path.join(STATE_FOLDER, "policy.toml")
 GITIGNORE: Final = os.path.join(STATE_FOLDER, ".gitignore")
-
-STARTER_POLICY_TEXT: Final = """\
-# Tool policies for the servers `checkpoint init` wrapped (a starter, written by `checkpoint init`; edit freely).
-#
-# A policy tells the journaling proxy what to do with a call that carries no sequence and no key (most agents
-# send neither): with `repeat = "refuse"`, a call whose tool and arguments equal one that COMPLETED in the same
-# workflow within `window` is refused instead of run again, so a resumed agent cannot send the same e-mail twice.
-# `repeat = "replay"` returns the stored result instead; `repeat = "allow"` runs it again (the proxy's behaviour
-# without a policy). Tools that only read should not be journaled, so that reading twice reads afresh:
-#
-#   [tools."read_*"]                # a glob; an exact name wins over it
-#   journal = false
-#
-#   [tools.send_email]
-#   repeat = "replay"
-#
-# To use this file, run `checkpoint init --undo`, then `checkpoint init --policy .checkpoint/policy.toml`, which
-# gives every wrapped server `--policy`. The keys: docs/policies.md.
-
-[default]                           # tools no rule names
-repeat = "refuse"
-window = "24h"
-"""
 
 PROJECT_GITIGNORE: Final = ".gitignore"
 CHECKPOINT_IGNORED: Final = "/.claude-checkpoint*"
@@ -70,6 +47,10 @@ class Request:
     client: str = clients.CLAUDE_CODE
     journal: str | None = None
     policy: str | None = None
+    no_policy: bool = False
+    """No policy at all (``--no-policy``); else, without ``policy``, one is written for each server."""
+    tools_of: policies.ToolLister | None = None
+    """Asks the servers for their tools (None: none is asked, each gets ``[default]`` alone)."""
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     launcher: wrap.Launcher = field(default_factory=lambda: wrap.Launcher("checkpoint"))
@@ -95,7 +76,13 @@ class Plan:
     """The brief hook an older ``init`` wrote had its matcher widened to every session source."""
     ignored_checkpoint: bool = False
     """``/.claude-checkpoint*`` was added to the project's ``.gitignore``."""
-    starter_policy: str | None = None
+    policies: list[str] = field(default_factory=list)
+    """The policy files written, one per server asked."""
+    unasked: list[tuple[str, str, str]] = field(default_factory=list)
+    """(server, why, the command that writes its tables later) for every server whose tools could not be
+    listed: its file has ``[default]`` alone."""
+    unhinted: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(server, tools) whose tools carry no hints at all: the ones to review first."""
 
 
 def plan(request: Request) -> Plan:
@@ -117,7 +104,9 @@ def plan(request: Request) -> Plan:
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
     _check_names(path, servers, request.only, request.skip)
-    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result)
+    own_policy = policy is None and not request.no_policy
+    to_ask: dict[str, tuple[policies.Server, str]] = {}
+    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result, own_policy, to_ask)
     _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
@@ -133,17 +122,27 @@ def plan(request: Request) -> Plan:
         result.changes.append(ignore)
         result.ignored_checkpoint = True
     if result.changes:
-        result.changes += _state_files(project, result, starter=policy is None)
+        result.changes += _policy_changes(to_ask, request.tools_of, result)
+        result.changes += _state_files(project)
     return result
 
 
 def _wrap_servers(
-    servers: dict[str, Any], request: Request, wrapping: wrap.Wrapping, project: str, path: str, result: Plan
+    servers: dict[str, Any],
+    request: Request,
+    wrapping: wrap.Wrapping,
+    project: str,
+    path: str,
+    result: Plan,
+    own_policy: bool,
+    to_ask: dict[str, tuple[policies.Server, str]],
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """Wrap (in ``servers``) every server to wrap; returns the (journal, workflow) pairs of every server that runs
-    through ``checkpoint`` now, and the session servers to bring up to date once those are all known."""
+    """Wrap (in ``servers``) every server to wrap, each with its own policy file when ``own_policy`` (those to
+    write from the server's tools go in ``to_ask``); returns the (journal, workflow) pairs of every server that
+    runs through ``checkpoint`` now, and the session servers to bring up to date once those are all known."""
     journals: list[tuple[str, str]] = []
     sessions: list[str] = []
+    taken: set[str] = set()
     for name in list(servers):
         entry = servers[name]
         session = isinstance(entry, dict) and wrap.is_session_server(entry)
@@ -162,8 +161,11 @@ def _wrap_servers(
             journals += _journals_of(entry, project)
         else:
             shape = clients.classify(name, entry, path)
-            clients.check_env(name, entry, path)
-            servers[name] = wrap.wrap(name, entry, shape, wrapping)
+            env = clients.check_env(name, entry, path)
+            server_wrapping = wrapping
+            if own_policy:
+                server_wrapping = _own_policy(project, name, entry, shape, env, wrapping, taken, to_ask)
+            servers[name] = wrap.wrap(name, entry, shape, server_wrapping)
             result.wrapped.append(name)
             journals.append((wrapping.journal, name))
     return journals, sessions
@@ -279,12 +281,50 @@ def _ignore_checkpoint_file(project: str) -> Change | None:
     return Change(path, raw, before + CHECKPOINT_IGNORE_TEXT.encode().replace(b"\n", newline))
 
 
-def _state_files(project: str, result: Plan, *, starter: bool) -> list[Change]:
-    """The starter policy (when none was given) and the ``.gitignore`` of ``.checkpoint``, if missing."""
+def _own_policy(
+    project: str,
+    name: str,
+    entry: Mapping[str, Any],
+    shape: clients.StdioEntry | clients.HttpEntry,
+    env: dict[str, str],
+    wrapping: wrap.Wrapping,
+    taken: set[str],
+    to_ask: dict[str, tuple[policies.Server, str]],
+) -> wrap.Wrapping:
+    """The wrapping of one server with its own policy file; a file not there yet is to be written from the
+    server's tools (noted in ``to_ask``), one already there (an earlier init's, or the user's) is used as it is."""
+    path = policies.policy_path(project, name, taken)
+    if not os.path.exists(path):
+        cwd = entry.get("cwd")
+        folder = os.path.join(project, os.path.expanduser(cwd)) if isinstance(cwd, str) and cwd else project
+        to_ask[name] = (policies.Server(name, shape, env, folder), path)
+    return dataclasses.replace(wrapping, policy=path)
+
+
+def _policy_changes(
+    to_ask: Mapping[str, tuple[policies.Server, str]], tools_of: policies.ToolLister | None, result: Plan
+) -> list[Change]:
+    """Each new policy file, written from what its server listed (all asked at once), or ``[default]`` alone."""
+    listed = tools_of([server for server, _ in to_ask.values()]) if tools_of is not None and to_ask else {}
     changes = []
-    if starter and not os.path.exists(os.path.join(project, STARTER_POLICY)):
-        result.starter_policy = os.path.join(project, STARTER_POLICY)
-        changes.append(Change(result.starter_policy, None, STARTER_POLICY_TEXT.encode()))
+    for name, (server, path) in to_ask.items():
+        tools = listed.get(name, "not asked")
+        if isinstance(tools, str):
+            result.unasked.append((name, tools, policies.suggest_command(server)))
+            text = policies.unasked(name, tools)
+        else:
+            text = policies.suggest(name, tools)
+            bare = [str(tool.get("name")) for tool in tools if policies.has_no_hints(tool)]
+            if bare:
+                result.unhinted.append((name, bare))
+        result.policies.append(path)
+        changes.append(Change(path, None, text.encode()))
+    return changes
+
+
+def _state_files(project: str) -> list[Change]:
+    """The ``.gitignore`` of ``.checkpoint``, if missing."""
+    changes = []
     if not os.path.exists(os.path.join(project, GITIGNORE)):
         changes.append(Change(os.path.join(project, GITIGNORE), None, GITIGNORE_TEXT.encode()))
     return changes
@@ -311,15 +351,33 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
         )
     if result.ignored_checkpoint:
         lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
-    if result.starter_policy:
-        lines.append(
-            f"{'would write' if dry_run else 'wrote'} a starter policy at {result.starter_policy} (not in use "
-            "until given with --policy)"
-        )
+    lines += _policy_summary(result, dry_run=dry_run)
     if not result.changes:
         lines.append("nothing to change: every server already runs checkpoint")
     elif dry_run:
         lines.append("dry run: nothing was written")
     else:
         lines.append("originals kept; `checkpoint init --undo` puts them back")
+    return lines
+
+
+def _policy_summary(result: Plan, *, dry_run: bool) -> list[str]:
+    """The policy files written, the tools to review first, and the servers that could not be asked."""
+    lines = []
+    if result.policies:
+        folder = os.path.dirname(result.policies[0])
+        lines.append(
+            f"{'would write' if dry_run else 'wrote'} {len(result.policies)} active policies in {folder} "
+            "(each wrapped server gets its own with --policy)"
+        )
+    for server, tools in result.unhinted:
+        lines.append(
+            f"review first: {server}'s tools {', '.join(tools)} have no hints, so a repeat is refused; "
+            "a tool that only reads wants journal = false"
+        )
+    for server, why, command in result.unasked:
+        lines.append(
+            f"warning: {server} could not be asked for its tools ({why}); its policy has [default] alone "
+            f"(repeat refused within 24h). Write its tables later: {command}"
+        )
     return lines

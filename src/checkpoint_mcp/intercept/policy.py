@@ -20,6 +20,9 @@ The file's shape (docs/policies.md documents every key)::
     [tools."read_*"]               # a glob: * ? [abc] [!abc]
     journal = false
 
+    [tools.set_status]
+    idempotent = true              # the server's promise: a repeat runs, an in-doubt call is re-sent as is
+
 Which rule a tool gets: an exact name wins over every glob; among matching globs the one with more literal
 (non-wildcard) characters wins, then the one with fewer wildcards, then the one written first in the file.
 Keys the winning table leaves out come from ``[default]``, then from the built-in defaults (journal, repeat
@@ -49,7 +52,7 @@ DEFAULT_PROBE_TIMEOUT: Final = 10.0  # seconds a probe may take before the call 
 _DURATION: Final = re.compile(r"(\d+)([smhdw])")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_RULE_KEYS: Final = frozenset({"journal", "repeat", "window", "probe", "idempotency", "read_only"})
+_RULE_KEYS: Final = frozenset({"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent"})
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
 _MATCHER_TESTS: Final = ("equals", "exists", "contains", "nonempty")
 
@@ -125,12 +128,14 @@ class ToolRule:
     probe: Probe | None = None
     idempotency: Idempotency | None = None
     read_only: bool = False  # declared in the policy: no side effect, may serve as a probe, never a repeat
+    idempotent: bool = False  # the server's promise (idempotentHint): a repeat runs, an in-doubt call is re-sent
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`
 
     @property
     def catches_repeats(self) -> bool:
-        """Whether a call of this tool is ever looked up as a repeat (journaled, not read-only, not allow)."""
-        return self.journal and not self.read_only and self.repeat is not Repeat.ALLOW
+        """Whether a call of this tool is ever looked up as a repeat (journaled, not read-only, not allow); an
+        idempotent tool's is, to find an in-doubt original to re-send (a completed one runs again)."""
+        return self.journal and not self.read_only and (self.repeat is not Repeat.ALLOW or self.idempotent)
 
 
 @dataclass(frozen=True)
@@ -250,7 +255,7 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
         if key not in ("default", "tools"):
             raise UsageError(f"{name}: unknown top-level key {key!r}: a policy has only [default] and [tools.NAME]")
     default_keys = _rule_keys(document.get("default", {}), name, "default")
-    for key in ("probe", "idempotency", "read_only"):
+    for key in ("probe", "idempotency", "read_only", "idempotent"):
         if key in default_keys:
             raise UsageError(f"{name}: [default] {key}: belongs to one tool; put it under [tools.NAME]")
     default = _build_rule({}, default_keys, "default")
@@ -307,18 +312,25 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
             raise UsageError(f"{name}: [{where}] {key}: unknown key; a rule has {', '.join(sorted(_RULE_KEYS))}")
         checked[key] = _rule_value(key, value, name, where)
     if checked.get("journal") is False:
-        for key in ("repeat", "window", "probe", "idempotency"):
+        for key in ("repeat", "window", "probe", "idempotency", "idempotent"):
             if key in checked:
                 raise UsageError(
                     f"{name}: [{where}] {key}: has no effect with journal = false (an unjournaled call is never "
                     "a repeat, never in doubt); remove one of the two"
+                )
+    if checked.get("idempotent") is True:
+        for key in ("repeat", "probe", "idempotency"):
+            if key in checked and (key != "repeat" or checked[key] is not Repeat.ALLOW):
+                raise UsageError(
+                    f"{name}: [{where}] {key}: conflicts with idempotent = true (a repeat of an idempotent tool "
+                    "runs, and an in-doubt call is re-sent as is); remove one of the two"
                 )
     return checked
 
 
 def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
     at = f"{name}: [{where}] {key}"
-    if key in ("journal", "read_only"):
+    if key in ("journal", "read_only", "idempotent"):
         if not isinstance(value, bool):
             raise UsageError(f"{at}: must be true or false (got {_kind(value)})")
         return value
@@ -335,13 +347,16 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
 
 def _build_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], source: str) -> ToolRule:
     merged = {**defaults, **keys}
+    idempotent = merged.get("idempotent", False)
     return ToolRule(
         journal=merged.get("journal", True),
-        repeat=merged.get("repeat", Repeat.ALLOW),
+        # [default]'s repeat does not reach an idempotent tool: the server promises a repeat is harmless.
+        repeat=Repeat.ALLOW if idempotent else merged.get("repeat", Repeat.ALLOW),
         window_seconds=merged.get("window", DEFAULT_WINDOW),
         probe=merged.get("probe"),
         idempotency=merged.get("idempotency"),
         read_only=merged.get("read_only", False),
+        idempotent=idempotent,
         source=source,
     )
 

@@ -62,6 +62,8 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         repeat = "never a repeat (read_only = true)"
     elif hinted:
         repeat = "never a repeat (readOnlyHint)"
+    elif rule.idempotent:
+        repeat = "repeat allow (idempotent: an in-doubt call is sent again as is)"
     else:
         repeat = f"repeat {rule.repeat.value}"
     row: dict[str, Any] = {
@@ -70,9 +72,12 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         "journal": journaled,
         "journalReason": journal_why,
         "readOnly": rule.read_only or hinted,
+        "idempotent": rule.idempotent and journaled,
         "repeat": repeat,
-        # None: the call is never looked up as a repeat.
-        "windowSeconds": rule.window_seconds if journaled and rule.catches_repeats and not hinted else None,
+        # None: the call is never looked up as a repeat (an idempotent one is, only to find an in-doubt original).
+        "windowSeconds": rule.window_seconds
+        if journaled and rule.catches_repeats and not hinted and not rule.idempotent
+        else None,
         "probe": None,
         "idempotency": None,
     }

@@ -46,7 +46,7 @@ class Action(enum.Enum):
     REFUSED = "refused"  # -32089
     IN_DOUBT = "in_doubt"  # the original is in doubt: refused with -32080
     IN_FLIGHT = "in_flight"  # the original is still running: joined (gateway) or refused as in flight
-    RAN_AGAIN = "ran_again"  # the original FAILED: the call runs again
+    RAN_AGAIN = "ran_again"  # the original FAILED, or its tool is idempotent: the call runs again
 
 
 def verdict(found: CallRecord, rule: ToolRule) -> Action:
@@ -56,6 +56,8 @@ def verdict(found: CallRecord, rule: ToolRule) -> Action:
         return Action.RAN_AGAIN
     if found.state is CallState.PENDING:
         return Action.IN_DOUBT
+    if rule.idempotent:
+        return Action.RAN_AGAIN  # the server promises a repeat has no further effect
     return Action.REPLAYED if rule.repeat is Repeat.REPLAY else Action.REFUSED
 
 

@@ -1,8 +1,10 @@
 """Settling an in-doubt call by the upstream's own means, as a tool policy declares: never by guessing.
 
-A call that was in flight when a proxy died is *in doubt*: it may or may not have run. Two declarations in the
+A call that was in flight when a proxy died is *in doubt*: it may or may not have run. Three declarations in the
 policy file let Checkpoint settle it without an operator:
 
+* **idempotent**: the server promises (``idempotentHint``) that running the call again has no further effect, so
+  an in-doubt call met again is simply sent again, as it is. The promise is the server's, not Checkpoint's.
 * **idempotency**: the upstream deduplicates a call on a key. Checkpoint sends every call of such a tool with a
   key derived from its journal row (``idempotency_key``), so an in-doubt call can be sent again with the very same
   key: the upstream runs it at most once and answers with its outcome.
@@ -88,6 +90,9 @@ class SettleRule(Protocol):
     @property
     def idempotency(self) -> Idempotency | None: ...
 
+    @property
+    def idempotent(self) -> bool: ...
+
 
 class Policy(Protocol):
     """A loaded policy file: the rule that applies to each tool."""
@@ -97,7 +102,7 @@ class Policy(Protocol):
 
 def can_settle(rule: SettleRule | None) -> bool:
     """True when ``rule`` declares a way to settle an in-doubt call of its tool."""
-    return rule is not None and (rule.probe is not None or rule.idempotency is not None)
+    return rule is not None and (rule.probe is not None or rule.idempotency is not None or rule.idempotent)
 
 
 # ---- idempotency keys ---------------------------------------------------------------------------------------
@@ -278,6 +283,11 @@ def probed_outcome(finding: Finding, workflow: str, seq: int) -> str:
     return dumps(result)
 
 
+def idempotent_evidence(tool: str) -> dict[str, Any]:
+    """The audit detail of an in-doubt call of an idempotent tool, sent again as it is."""
+    return {"by": "idempotent", "tool": tool, "via": "sent again as is: the policy declares the tool idempotent"}
+
+
 def resent_evidence(key: str, how: str) -> dict[str, Any]:
     """The audit detail of an in-doubt call sent again under its idempotency key (``how``: argument or header)."""
     return {"by": "idempotency", "key": key, "via": how}
@@ -290,6 +300,7 @@ __all__ = [
     "Verdict",
     "can_settle",
     "idempotency_key",
+    "idempotent_evidence",
     "judge",
     "probe_arguments",
     "probe_request",

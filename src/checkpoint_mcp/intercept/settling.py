@@ -20,6 +20,7 @@ from checkpoint_mcp.intercept.settle import (
     Probe,
     Verdict,
     idempotency_key,
+    idempotent_evidence,
     judge,
     probe_arguments,
     probe_request,
@@ -93,6 +94,8 @@ class Settler:
             return Answer(error_line(ident, unsettled.refusal.to_error()))
         claimed = self._calls.settling(record)
         rule = unsettled.rule
+        if rule.idempotent:
+            return self._resend_as_is(ident, line, unsettled, claimed)
         if rule.probe is not None and probe_read_only:
             return self._ask(ident, line, params, unsettled, claimed, rule.probe)
         idempotency = rule.idempotency
@@ -134,6 +137,18 @@ class Settler:
             return self._unsettled(ident, unsettled, claimed, None)
         logger.info("call #%d (%s) was in doubt: sent again under its idempotency key", record.seq, record.tool)
         return Forward(with_key_argument(line, argument, key) if argument is not None else line, claimed)
+
+    def _resend_as_is(self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed) -> Forward | Answer:
+        """An idempotent tool's in-doubt call: the server promises running it again changes nothing more, so it
+        is sent again as the client sent it; the settlement is recorded first (the audit chain says by whom)."""
+        record = unsettled.record
+        evidence = idempotent_evidence(record.tool)
+        if not self._journal.settle(
+            record.workflow, record.seq, ResolveAction.RELEASED, None, "idempotent", dumps(evidence), keep_row=True
+        ):
+            return self._unsettled(ident, unsettled, claimed, None)
+        logger.info("call #%d (%s) was in doubt: sent again as is (idempotent)", record.seq, record.tool)
+        return Forward(line, claimed)
 
     def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answer:
         """The probe answered: settle the call by its verdict."""

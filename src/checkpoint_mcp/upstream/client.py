@@ -190,6 +190,23 @@ class McpClient:
             waiting.set_exception(UpstreamError(f"the upstream did not answer: {reason}"))
 
 
+async def list_tools_of(upstream: Upstream, timeout: float) -> list[dict[str, Any]]:
+    """Start (or reach) ``upstream``, ask for its tools and end it again, all within ``timeout`` seconds.
+
+    Raises:
+        UpstreamError: the server exited, refused, or did not answer in time.
+    """
+
+    async def ask() -> list[dict[str, Any]]:
+        async with McpClient(upstream, timeout) as client:
+            return await client.list_tools()
+
+    try:
+        return await asyncio.wait_for(ask(), timeout)
+    except TimeoutError:
+        raise UpstreamError(f"it did not list its tools within {timeout:g}s") from None
+
+
 def fetch_tools(upstream_cmd: str | None, remote: RemoteConfig | None, timeout: float) -> list[dict[str, Any]]:
     """Start (or reach) the upstream, ask for its tools, and end it again.
 

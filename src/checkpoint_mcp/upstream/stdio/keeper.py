@@ -30,7 +30,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -116,7 +116,7 @@ def spawn(command: str) -> LocalProcess:
         OSError: the processes could not be started.
     """
     if sys.platform != "linux":
-        return _spawn_plain(command)
+        return spawn_plain(command)
     prctl = _prctl()
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
@@ -139,14 +139,20 @@ def spawn(command: str) -> LocalProcess:
     return LocalProcess(pid=shell, waited=keeper, stdin=stdin, stdout=stdout)
 
 
-def _spawn_plain(command: str) -> LocalProcess:
+def spawn_plain(
+    command: str, env: Mapping[str, str] | None = None, cwd: str | None = None, quiet: bool = False
+) -> LocalProcess:
+    """``/bin/sh -c command`` without a keeper (``env``: its whole environment; ``cwd``: its folder; ``quiet``:
+    its stderr goes nowhere)."""
     popen = subprocess.Popen(  # noqa: S602 - the spec says the upstream command is run by a shell
         command,
         shell=True,
         executable=SHELL,
+        env=env,
+        cwd=cwd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=None,
+        stderr=subprocess.DEVNULL if quiet else None,
         start_new_session=True,
         bufsize=0,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
 
 from checkpoint_mcp.upstream.stdio import keeper
 from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
@@ -24,6 +25,16 @@ def spawn(command: str) -> LocalProcess:
         OSError: the shell could not be started.
     """
     return keeper.spawn(command)
+
+
+def spawn_quiet(command: str, env: Mapping[str, str], cwd: str) -> LocalProcess:
+    """Start ``/bin/sh -c command`` in ``cwd`` with exactly ``env``, its stderr discarded and no keeper: for a
+    short question its caller ends itself (`checkpoint init` asking a server for its tools).
+
+    Raises:
+        OSError: the shell could not be started (``cwd`` missing, for one).
+    """
+    return keeper.spawn_plain(command, env, cwd, quiet=True)
 
 
 def describe_status(returncode: int | None) -> str:

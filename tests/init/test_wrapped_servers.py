@@ -147,7 +147,7 @@ def test_init_writes_each_server_an_active_policy_from_what_it_says_of_its_tools
 def test_a_second_init_writes_only_the_new_servers_policies_keeps_every_edit_and_undo_is_exact(
     initialized: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path
 ) -> None:
-    project, _, _ = initialized
+    project, original, _ = initialized
     folder = project / ".checkpoint" / "policies"
     edited = (folder / "time.toml").read_text().replace("journal = false", 'repeat = "replay"', 1)
     (folder / "time.toml").write_text(edited)
@@ -171,5 +171,9 @@ def test_a_second_init_writes_only_the_new_servers_policies_keeps_every_edit_and
 
     undone = run_init("--undo", "--project", str(project))
     assert undone.returncode == 0, undone.stderr
-    assert (project / ".mcp.json").read_bytes() == mcp_before
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # --undo goes back to before the first init; what was edited by hand in between is kept beside.
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"] == original
+    [aside] = [p for p in project.iterdir() if p.name.startswith(".mcp.json.checkpoint-undo-")]
+    assert aside.read_bytes() == mcp_before
+    kept = {p.name.split(".checkpoint-undo-")[0]: p.read_bytes() for p in folder.iterdir()}
+    assert kept == {"time.toml": edited.encode()}, "only the policy the user edited is kept, beside"

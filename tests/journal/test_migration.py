@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
 
@@ -123,7 +124,7 @@ def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_d
         in_doubt = p.call("send_email", {"to": "b"}, seq=2)
         p.close()
     assert by_key["result"]["content"][0]["text"] == "sent to a (v2)"
-    assert in_doubt["error"]["code"] == -32080
+    assert in_doubt["error"]["code"] == IN_DOUBT
     assert done_count(effects) == 0
 
 

@@ -27,6 +27,7 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalWriteFailed,
     StillInFlight,
+    current_code,
 )
 from checkpoint_mcp.intercept import repeats
 from checkpoint_mcp.intercept.policy import ToolRule
@@ -477,7 +478,7 @@ class CallJournal:
     def _replay_line(self, ident: Any, record: CallRecord) -> bytes:
         outcome = record.outcome or "null"
         if record.state is CallState.FAILED:
-            return raw_response_line(ident, "error", outcome)
+            return raw_response_line(ident, "error", current_error(outcome))
         return raw_response_line(ident, "result", self._meta_in_result(outcome, record.workflow, record.seq, True))
 
     def _meta_in_result(self, result_text: str, workflow: str, seq: int, replayed: bool) -> str:
@@ -581,3 +582,23 @@ def _encodable(text: str) -> bool:
 
 
 __all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]
+
+
+def current_error(outcome: str) -> str:
+    """A stored error as it is replayed: one Checkpoint stored under an old code (before the -310NN move) carries
+    its new code, every other byte as stored; an upstream's own error is never changed.
+
+    The journal keeps the stored text as it is (the hash chain covers its digest, and `journal verify` must stay
+    clean), so the old code is mapped here, on its way out.
+    """
+    if "-320" not in outcome:  # the usual case: no JSON parse on the replay path
+        return outcome
+    try:
+        error = json.loads(outcome)
+    except ValueError:
+        return outcome
+    if not isinstance(error, dict):
+        return outcome
+    stored = error.get("code")
+    code = current_code(stored, error.get("data"))
+    return outcome if code is stored else set_member(outcome, ("code",), str(code))

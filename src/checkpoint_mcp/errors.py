@@ -53,18 +53,18 @@ JSON_RPC_RESERVED: Final = range(-32768, -32000 + 1)
 # JSON-RPC 2.0 standard codes: allowed everywhere, with their JSON-RPC meaning.
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601  # only the gateway's own client answers it, to a server-to-client request
+METHOD_NOT_FOUND: Final = -32601  # to a server's request that nobody here handles; an upstream's is HTTP 404
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 
-# Codes the MCP specification defines, which `checkpoint serve` sends at the transport level (HTTP bodies), as the
-# transport specification says; none of them refuses a tools/call.
-TRANSPORT_ERROR: Final = -32000  # legacy sub-range; the Streamable HTTP transport's own bodies use it (400, 405, …)
-SESSION_NOT_FOUND: Final = -32001  # legacy sub-range; the transport's 404 for an unknown Mcp-Session-Id, and 403s
-HEADER_MISMATCH: Final = -32020  # defined by 2026-07-28 (SEP-2243): a mirrored header disagrees with the body
-SPEC_PROTOCOL_ERRORS: Final = range(-32022, -32020 + 1)  # -32020..-32022, the spec's own 400-class protocol errors
-SPEC_DEFINED: Final = frozenset({TRANSPORT_ERROR, SESSION_NOT_FOUND, *SPEC_PROTOCOL_ERRORS})
-"""Codes in the reserved range that the MCP specification defines and the gateway may send (transport level)."""
+# Codes the MCP specification itself defines, which only `checkpoint serve` sends, at the transport level (HTTP
+# bodies), where the transport specification puts them; none of them refuses a tools/call.
+TRANSPORT_ERROR: Final = -32000  # legacy sub-range: the Streamable HTTP transport's own error bodies (400, 405, …)
+SESSION_NOT_FOUND: Final = -32001  # legacy sub-range: the transport's 404 for an unknown Mcp-Session-Id; 403s too
+HEADER_MISMATCH: Final = -32020  # 2026-07-28 (SEP-2243): a mirrored Mcp-Method/Mcp-Name header contradicts the body
+SPEC_PROTOCOL_ERRORS: Final = range(-32022, -32020 + 1)
+"""-32020 header mismatch, -32021 missing client capability, -32022 unsupported protocol version: answered with
+HTTP 400 by 2026-07-28 servers (an upstream's, relayed by the gateway, or our own -32020)."""
 
 # Checkpoint's own codes: each was -320NN (in the sub-range MCP reserves) and is now -310NN, a rule a reader
 # can remember; -31090 and up are free for new codes.

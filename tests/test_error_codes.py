@@ -24,6 +24,7 @@ from checkpoint_mcp.errors import (
     REPEAT_REFUSED,
     CallRefused,
     current_code,
+    current_error,
 )
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.signature import call_signature
@@ -126,6 +127,15 @@ def test_no_module_names_a_json_rpc_code_but_errors_py() -> None:
 )
 def test_a_stored_error_moves_to_its_new_code_only_when_checkpoint_made_it(code: Any, data: Any, expected: Any) -> None:
     assert current_code(code, data) == expected
+
+
+def test_a_stored_error_text_keeps_every_byte_but_the_code() -> None:
+    stored = '{"code": -32085,  "message":"bounced \\u00e9","data":{"reason":"failed_by_operator","by":"al"}}'
+    assert current_error(stored) == stored.replace("-32085", str(errors.FAILED_BY_OPERATOR))
+    theirs = '{"code":-32085,"message":"their own"}'
+    assert current_error(theirs) == theirs
+    assert current_error("not json -32085") == "not json -32085"
+    assert current_error("[-32085]") == "[-32085]"
 
 
 def proxy(location: str, tmp_path: Path, *extra: str) -> ProxyProcess:

@@ -41,7 +41,10 @@ journal stored under an old code is replayed under its new one (``current_code``
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Final, NamedTuple
+
+from checkpoint_mcp.wire import set_member
 
 # JSON-RPC 2.0 reserves -32768..-32000: -32700 and -32600..-32603 are its standard codes, -32000..-32099 its
 # "implementation-defined" server errors. The MCP specification (2026-07-28, basic "Error Codes") splits the
@@ -182,6 +185,26 @@ def current_code(code: Any, data: Any) -> Any:
         return code
     reason = data.get("reason") if isinstance(data, dict) else None
     return new if reason in ERROR_CODES[new].reasons else code
+
+
+def current_error(outcome: str) -> str:
+    """A stored error as it is replayed: one Checkpoint stored under an old code (before the -310NN move) carries
+    its new code, every other byte as stored; an upstream's own error is never changed.
+
+    The journal keeps the stored text as it is (the hash chain covers its digest, and `journal verify` must stay
+    clean), so the old code is mapped on its way out: the replay calls this.
+    """
+    if "-3208" not in outcome:  # the usual case: no JSON parse on the replay path
+        return outcome
+    try:
+        error = json.loads(outcome)
+    except ValueError:
+        return outcome
+    if not isinstance(error, dict):
+        return outcome
+    stored = error.get("code")
+    code = current_code(stored, error.get("data"))
+    return outcome if code == stored else set_member(outcome, ("code",), str(code))
 
 
 class CheckpointError(Exception):

@@ -27,7 +27,7 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalWriteFailed,
     StillInFlight,
-    current_code,
+    current_error,
 )
 from checkpoint_mcp.intercept import repeats
 from checkpoint_mcp.intercept.policy import ToolRule
@@ -582,23 +582,3 @@ def _encodable(text: str) -> bool:
 
 
 __all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]
-
-
-def current_error(outcome: str) -> str:
-    """A stored error as it is replayed: one Checkpoint stored under an old code (before the -310NN move) carries
-    its new code, every other byte as stored; an upstream's own error is never changed.
-
-    The journal keeps the stored text as it is (the hash chain covers its digest, and `journal verify` must stay
-    clean), so the old code is mapped here, on its way out.
-    """
-    if "-320" not in outcome:  # the usual case: no JSON parse on the replay path
-        return outcome
-    try:
-        error = json.loads(outcome)
-    except ValueError:
-        return outcome
-    if not isinstance(error, dict):
-        return outcome
-    stored = error.get("code")
-    code = current_code(stored, error.get("data"))
-    return outcome if code is stored else set_member(outcome, ("code",), str(code))

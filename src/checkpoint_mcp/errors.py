@@ -22,96 +22,189 @@ The hierarchy::
     └── CallRefused                     one tools/call refused; becomes a JSON-RPC error on the wire
         ├── InvalidCallParams           -32602 malformed tools/call or `_meta.checkpoint_seq`
         ├── DuplicateRequestId          -32600 a tools/call reusing the id of a request still in flight
-        ├── InDoubt                     -32080 the call at this sequence was in flight at a crash
-        ├── Divergence                  -32081 a different call than the one journaled at this sequence
-        ├── JournalWriteFailed          -32082 the PENDING row could not be made durable; not forwarded
-        ├── UpstreamExited              -32083 the upstream died while the call was in flight
-        ├── Collected                   -32084 the call's row was garbage-collected; it cannot be replayed
-        ├── StillInFlight               -32086 a re-sent call waited for the original in flight, in vain
-        ├── UpstreamRefused             -32087 a remote upstream refused the request over HTTP before running it
-        ├── Stopped                     -32088 the proxy shut down before the upstream answered
-        └── RepeatRefused               -32089 a tool policy refuses a call that repeats a completed one by content
+        ├── InDoubt                     -31080 the call at this sequence was in flight at a crash
+        ├── Divergence                  -31081 a different call than the one journaled at this sequence
+        ├── JournalWriteFailed          -31082 the PENDING row could not be made durable; not forwarded
+        ├── UpstreamExited              -31083 the upstream died while the call was in flight
+        ├── Collected                   -31084 the call's row was garbage-collected; it cannot be replayed
+        ├── StillInFlight               -31086 a re-sent call waited for the original in flight, in vain
+        ├── UpstreamRefused             -31087 a remote upstream refused the request over HTTP before running it
+        ├── Stopped                     -31088 the proxy shut down before the upstream answered
+        └── RepeatRefused               -31089 a tool policy refuses a call that repeats a completed one by content
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
-on; ``ERROR_CODES`` is the one table of those codes and is what the README documents.
+on; ``ERROR_CODES`` is the one table of those codes and is what the README documents. Checkpoint's own codes
+are -310NN, outside the range JSON-RPC and MCP reserve; each was -320NN before (``MOVED_CODES``), and an error a
+journal stored under an old code is replayed under its new one (``current_code``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+import json
+from typing import Any, ClassVar, Final, NamedTuple
 
-# JSON-RPC 2.0 standard codes.
+from checkpoint_mcp.wire import set_member
+
+# JSON-RPC 2.0 reserves -32768..-32000: -32700 and -32600..-32603 are its standard codes, -32000..-32099 its
+# "implementation-defined" server errors. The MCP specification (2026-07-28, basic "Error Codes") splits the
+# latter: -32000..-32019 legacy, -32020..-32099 reserved for codes the specification itself defines, and new codes
+# "SHOULD be allocated outside" -32768..-32000. Checkpoint's own codes are therefore -310NN (below).
+JSON_RPC_RESERVED: Final = range(-32768, -32000 + 1)
+"""The range JSON-RPC reserves; no code of Checkpoint's own is in it."""
+
+# JSON-RPC 2.0 standard codes: allowed everywhere, with their JSON-RPC meaning.
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601  # to a server's request that nobody here handles; an upstream's is HTTP 404
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 
-# Checkpoint's own codes, in the implementation-defined server range. MCP itself uses -32000..-32002,
-# -32020..-32022 and -32042, so ours sit apart at -32080.
-IN_DOUBT: Final = -32080
-DIVERGENCE: Final = -32081
-JOURNAL_WRITE_FAILED: Final = -32082
-UPSTREAM_EXITED: Final = -32083
-COLLECTED: Final = -32084
-FAILED_BY_OPERATOR: Final = -32085
-STILL_IN_FLIGHT: Final = -32086
-UPSTREAM_REFUSED: Final = -32087
-STOPPED: Final = -32088
-REPEAT_REFUSED: Final = -32089
+# Codes the MCP specification itself defines, which only `checkpoint serve` sends, at the transport level (HTTP
+# bodies), where the transport specification puts them; none of them refuses a tools/call.
+TRANSPORT_ERROR: Final = -32000  # legacy sub-range: the Streamable HTTP transport's own error bodies (400, 405, …)
+SESSION_NOT_FOUND: Final = -32001  # legacy sub-range: the transport's 404 for an unknown Mcp-Session-Id; 403s too
+HEADER_MISMATCH: Final = -32020  # 2026-07-28 (SEP-2243): a mirrored Mcp-Method/Mcp-Name header contradicts the body
+SPEC_PROTOCOL_ERRORS: Final = range(-32022, -32020 + 1)
+"""-32020 header mismatch, -32021 missing client capability, -32022 unsupported protocol version: answered with
+HTTP 400 by 2026-07-28 servers (an upstream's, relayed by the gateway, or our own -32020)."""
 
-ERROR_CODES: Final[dict[int, tuple[str, str]]] = {
-    PARSE_ERROR: ("parse error", "a line from the client that is not JSON; the relay goes on"),
-    INVALID_REQUEST: (
+# Checkpoint's own codes: each was -320NN (in the sub-range MCP reserves) and is now -310NN, a rule a reader
+# can remember; -31090 and up are free for new codes.
+IN_DOUBT: Final = -31080
+DIVERGENCE: Final = -31081
+JOURNAL_WRITE_FAILED: Final = -31082
+UPSTREAM_EXITED: Final = -31083
+COLLECTED: Final = -31084
+FAILED_BY_OPERATOR: Final = -31085
+STILL_IN_FLIGHT: Final = -31086
+UPSTREAM_REFUSED: Final = -31087
+STOPPED: Final = -31088
+REPEAT_REFUSED: Final = -31089
+
+
+class ErrorCode(NamedTuple):
+    """One row of the error table: what a code is called, when it is sent, and the code it replaced."""
+
+    name: str
+    when: str
+    reasons: tuple[str, ...] = ()  # the ``data.reason`` Checkpoint always puts beside this code, if it does
+    was: int | None = None  # the code Checkpoint sent for it before the -310NN move (a -320NN), if any
+
+
+ERROR_CODES: Final[dict[int, ErrorCode]] = {
+    PARSE_ERROR: ErrorCode("parse error", "a line from the client that is not JSON; the relay goes on"),
+    INVALID_REQUEST: ErrorCode(
         "invalid request",
         "a JSON value that is not a JSON-RPC message, an id that is not a string, number or null, or a reused id",
     ),
-    INVALID_PARAMS: (
+    INVALID_PARAMS: ErrorCode(
         "invalid params",
         "a tools/call without a tool name, with arguments that are not an object or have no canonical form, "
         "or a bad `_meta.checkpoint_seq`, `_meta.checkpoint_key` or `idempotencyKey`",
     ),
-    INTERNAL_ERROR: ("internal error", "a bug in Checkpoint while routing a request; the request was not forwarded"),
-    IN_DOUBT: (
+    INTERNAL_ERROR: ErrorCode(
+        "internal error", "a bug in Checkpoint while routing a request; the request was not forwarded"
+    ),
+    IN_DOUBT: ErrorCode(
         "in doubt",
         "the call at this sequence was in flight when a proxy stopped; it may or may not have run",
+        ("in_doubt", "in_flight"),
+        -32080,
     ),
-    DIVERGENCE: ("divergence", "a different call than the one journaled at this sequence"),
-    JOURNAL_WRITE_FAILED: (
+    DIVERGENCE: ErrorCode(
+        "divergence", "a different call than the one journaled at this sequence", ("divergence",), -32081
+    ),
+    JOURNAL_WRITE_FAILED: ErrorCode(
         "journal write failed",
         "the PENDING row could not be made durable, so the call was not sent upstream",
+        ("journal_write_failed",),
+        -32082,
     ),
-    UPSTREAM_EXITED: (
+    UPSTREAM_EXITED: ErrorCode(
         "upstream exited",
         "the upstream server died while the call was in flight; the call is in doubt",
+        ("upstream_exited",),
+        -32083,
     ),
-    COLLECTED: (
+    COLLECTED: ErrorCode(
         "collected",
         "`checkpoint journal gc` removed the call journaled at this sequence, so it can be neither replayed nor re-run",
+        ("collected",),
+        -32084,
     ),
-    FAILED_BY_OPERATOR: (
+    FAILED_BY_OPERATOR: ErrorCode(
         "failed (operator)",
         "replay of a call an operator resolved with `checkpoint journal resolve --failed`",
+        ("failed_by_operator",),
+        -32085,
     ),
-    STILL_IN_FLIGHT: (
+    STILL_IN_FLIGHT: ErrorCode(
         "still in flight",
         "`checkpoint serve`: a re-sent call waited `--join-timeout` for the original, still running; it did not run",
+        ("still_in_flight",),
+        -32086,
     ),
-    UPSTREAM_REFUSED: (
+    UPSTREAM_REFUSED: ErrorCode(
         "upstream refused",
         "a remote upstream refused the request over HTTP before running it (see docs/remote.md); a call is FAILED",
+        ("upstream_refused",),
+        -32087,
     ),
-    STOPPED: (
+    STOPPED: ErrorCode(
         "stopped",
         "the proxy shut down (client EOF, or a signal) before the upstream answered; a journaled call is in doubt",
+        ("stopped",),
+        -32088,
     ),
-    REPEAT_REFUSED: (
+    REPEAT_REFUSED: ErrorCode(
         "repeat refused",
         '`--policy` with `repeat = "refuse"`: the same tool and arguments already completed within the window, '
         "in a call that carried no sequence and no key; it did not run again",
+        ("repeat",),
+        -32089,
     ),
 }
-"""code -> (short name, when it is used). The README's error table is generated from this."""
+"""code -> its row. The README's error table and the CHANGELOG's migration map are generated from this."""
+
+OWN_CODES: Final = frozenset(code for code in ERROR_CODES if code not in JSON_RPC_RESERVED)
+"""Checkpoint's own codes: an error with one of these is a refusal by Checkpoint, never the upstream's answer."""
+
+MOVED_CODES: Final[dict[int, int]] = {row.was: code for code, row in ERROR_CODES.items() if row.was is not None}
+"""old code -> new code, for the codes that moved out of the range MCP reserves."""
+
+
+def current_code(code: Any, data: Any) -> Any:
+    """The code an error Checkpoint stored under an old code carries today; any other code unchanged.
+
+    An upstream may use -32080 … -32089 for its own purposes: only an error whose ``data.reason`` is the one
+    Checkpoint puts beside that code (``ErrorCode.reasons``) is Checkpoint's, and moves.
+    """
+    new = MOVED_CODES.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
+    if new is None:
+        return code
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return new if reason in ERROR_CODES[new].reasons else code
+
+
+def current_error(outcome: str) -> str:
+    """A stored error as it is replayed: one Checkpoint stored under an old code (before the -310NN move) carries
+    its new code, every other byte as stored; an upstream's own error is never changed.
+
+    The journal keeps the stored text as it is (the hash chain covers its digest, and `journal verify` must stay
+    clean), so the old code is mapped on its way out: the replay calls this.
+    """
+    if "-3208" not in outcome:  # the usual case: no JSON parse on the replay path
+        return outcome
+    try:
+        error = json.loads(outcome)
+    except ValueError:
+        return outcome
+    if not isinstance(error, dict):
+        return outcome
+    stored = error.get("code")
+    code = current_code(stored, error.get("data"))
+    return outcome if code == stored else set_member(outcome, ("code",), str(code))
 
 
 class CheckpointError(Exception):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from checkpoint_mcp.errors import DIVERGENCE
+
 PAGE = Path(__file__).parents[2] / "docs" / "orchestrators.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)
 
@@ -51,7 +53,7 @@ def test_the_sequence_example_replays_then_refuses_a_divergent_step(tmp_path: Pa
         "step 1: charged ann 42.00 EUR (replayed=True)",
         "step 2: sent 'Receipt' to ann@example.com (replayed=True)",
     ]
-    assert lines[4].startswith("step 1 refused (-32081): divergence")
+    assert lines[4].startswith(f"step 1 refused ({DIVERGENCE}): divergence")
     assert lines[5] == "step 2: sent 'Receipt' to ann@example.com (replayed=True)"
     assert sorted(effects) == ["customer=ann cents=4200", "to=ann@example.com subject='Receipt'"]
 

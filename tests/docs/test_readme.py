@@ -16,14 +16,25 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def error_table() -> str:
-    lines = ["| Code | Name | When |", "|---|---|---|"]
-    lines += [f"| {code} | {name} | {when} |" for code, (name, when) in ERROR_CODES.items()]
+    lines = ["| Code | Old code | Name | When |", "|---|---|---|---|"]
+    lines += [
+        f"| {code} | {'—' if row.was is None else row.was} | {row.name} | {row.when} |"
+        for code, row in ERROR_CODES.items()
+    ]
     return "\n".join(lines)
 
 
 def test_the_readme_error_table_is_the_code_table_of_errors_py() -> None:
     block = README.split("<!-- error-codes:start -->")[1].split("<!-- error-codes:end -->")[0].strip()
     assert block == error_table()
+
+
+def test_the_changelog_maps_every_moved_code_as_errors_py_does() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    block = changelog.split("<!-- moved-codes:start -->")[1].split("<!-- moved-codes:end -->")[0]
+    rows = [line.strip() for line in block.strip().splitlines()][2:]
+    assert rows == [f"| {row.was} | {code} | {row.name} |" for code, row in ERROR_CODES.items() if row.was is not None]
+    assert len(rows) == 10
 
 
 def test_every_proxy_flag_is_in_the_readme_flags_table() -> None:

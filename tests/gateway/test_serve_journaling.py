@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
+from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
 
@@ -170,7 +170,7 @@ def test_metrics_count_calls_by_outcome_and_refusals_by_code(tmp_path: Path) -> 
     assert float(samples['checkpoint_calls_total{outcome="replayed"}']) == 1
     assert float(samples['checkpoint_calls_total{outcome="refused"}']) == 1
     assert float(samples['checkpoint_calls_total{outcome="failed"}']) == 1
-    assert float(samples['checkpoint_refusals_total{code="-32081"}']) == 1
+    assert float(samples[f'checkpoint_refusals_total{{code="{DIVERGENCE}"}}']) == 1
     assert float(samples["checkpoint_replays_total"]) == 1
     assert float(samples["checkpoint_in_doubt_calls"]) == 0
     assert float(samples["checkpoint_journal_commit_seconds_count"]) >= 3

@@ -9,6 +9,7 @@ import os
 import signal
 from pathlib import Path
 
+from checkpoint_mcp.errors import UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, initialize, request, sse_data
 
@@ -242,7 +243,7 @@ def test_health_says_when_the_upstream_cannot_serve(tmp_path: Path) -> None:
             {**PING, "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}},
             MODERN,
         )
-        assert reply.json()["error"]["code"] == -32083
+        assert reply.json()["error"]["code"] == UPSTREAM_EXITED
         wait_until(lambda: request(gateway.port, "GET", "/healthz").status == 503, what="health to turn")
         report = request(gateway.port, "GET", "/healthz").json()
         assert "exit code 7" in report["upstream"]

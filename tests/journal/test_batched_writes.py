@@ -13,13 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from checkpoint_mcp.errors import JournalUnavailable
+from checkpoint_mcp.errors import FAILED_BY_OPERATOR, JournalUnavailable
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction, UnitOfWork
 from checkpoint_mcp.journal.pgwrites import ARRAY_ROWS
 from ledger import verified
 
 CALLS = 3 * ARRAY_ROWS
+OPERATOR_FAILED = json.dumps({"code": FAILED_BY_OPERATOR})  # an operator's `resolve --failed`, in short
 ODD = 'a "quote", a \\ backslash, {braces}, NULL, é, ☃, \t tab, and a comma,'  # what array literals must escape
 
 
@@ -65,7 +66,7 @@ def test_many_calls_in_one_commit_are_written_and_chained_as_one_by_one(opened: 
     _reserve_all(opened, keyed=True)
     settled_meanwhile = {3, 7}
     for seq in settled_meanwhile:  # an operator settles two before their outcomes are committed
-        opened.resolve("wf", seq, ResolveAction.FAILED, '{"code":-32085}', "alice", "host-a")
+        opened.resolve("wf", seq, ResolveAction.FAILED, OPERATOR_FAILED, "alice", "host-a")
     _finishing_all(opened).commit()
 
     calls = {record.seq: record for record in opened.calls("wf")}
@@ -74,7 +75,7 @@ def test_many_calls_in_one_commit_are_written_and_chained_as_one_by_one(opened: 
         assert record.arguments == _arguments(seq)
         assert record.key == (f"key-{seq}" if seq % 2 else None)
         if seq in settled_meanwhile:  # the operator's decision stands
-            assert (record.state, record.outcome) == (CallState.FAILED, '{"code":-32085}')
+            assert (record.state, record.outcome) == (CallState.FAILED, OPERATOR_FAILED)
         else:
             assert (record.state, record.outcome) == (CallState.COMPLETED, _outcome(seq))
     finished = [link.seq for link in opened.links("wf") if link.kind == "completed"]

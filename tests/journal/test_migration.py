@@ -5,11 +5,25 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.errors import (
+    ERROR_CODES,
+    FAILED_BY_OPERATOR,
+    IN_DOUBT,
+    JOURNAL_WRITE_FAILED,
+    UPSTREAM_REFUSED,
+    CallRefused,
+    JournalWriteFailed,
+    UpstreamRefused,
+)
+from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.base import CallState, ResolveAction
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
+from checkpoint_mcp.signature import call_signature
+from ledger import verified
 
-from support import ProxyProcess, done_count, server_cmd
+from support import ProxyProcess, done_count, journal_calls, server_cmd
 
 
 def write_v1_journal(path: Path, workflow: str) -> None:
@@ -123,7 +137,7 @@ def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_d
         in_doubt = p.call("send_email", {"to": "b"}, seq=2)
         p.close()
     assert by_key["result"]["content"][0]["text"] == "sent to a (v2)"
-    assert in_doubt["error"]["code"] == -32080
+    assert in_doubt["error"]["code"] == IN_DOUBT
     assert done_count(effects) == 0
 
 
@@ -155,3 +169,98 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
     marker = json.loads(detail)
     assert (marker["reason"], marker["from_version"]) == ("migrated", 3)
     assert {seq: row["state"] for seq, row in marker["rows"].items()} == {"1": "COMPLETED", "2": "PENDING"}
+
+
+OLD_CODE = {code: row.was for code, row in ERROR_CODES.items() if row.was is not None}
+
+
+def old_error(refusal: CallRefused) -> dict[str, Any]:
+    """``refusal`` as a Checkpoint before the -310NN move stored it: the same error under its -320NN code."""
+    return {**refusal.to_error(), "code": OLD_CODE[refusal.code]}
+
+
+def test_errors_checkpoint_stored_under_old_codes_replay_under_the_new_ones_and_the_chain_verifies(
+    journal: str, tmp_path: Path
+) -> None:
+    operator = {
+        "code": OLD_CODE[FAILED_BY_OPERATOR],
+        "message": "the mail bounced",
+        "data": {"reason": "failed_by_operator", "by": "alice"},
+    }
+    stored = {
+        1: operator,  # `journal resolve --failed`
+        2: old_error(UpstreamRefused(status=401, reason="Unauthorized", method="tools/call")),
+        3: old_error(JournalWriteFailed(workflow="wf", seq=3, tool="send_email", cause="not sent")),
+        # The upstream's own errors, in the codes that moved: replayed as they came.
+        4: {"code": OLD_CODE[IN_DOUBT], "message": "busy", "data": {"reason": "busy"}},
+        5: {"code": OLD_CODE[FAILED_BY_OPERATOR], "message": "no data"},
+    }
+    texts = {seq: json.dumps(error, separators=(",", ":")) for seq, error in stored.items()}
+    handle = open_journal(journal)
+    try:
+        handle.lineage("wf")
+        unit = handle.unit()
+        for seq in stored:
+            unit.reserve("wf", seq, "send_email", f'{{"to":"{seq}"}}', call_signature("send_email", {"to": str(seq)}))
+        unit.commit()
+        handle.resolve("wf", 1, ResolveAction.FAILED, texts[1], "alice", "host-a")
+        unit = handle.unit()
+        for seq in (2, 3, 4, 5):
+            unit.finish("wf", seq, CallState.FAILED, texts[seq])
+        unit.commit()
+    finally:
+        handle.close()
+
+    effects = tmp_path / "effects.jsonl"
+    with ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        journal,
+        "--workflow-id",
+        "wf",
+        env={"EFFECTS_FILE": str(effects)},
+    ) as p:
+        replies = {seq: p.call("send_email", {"to": str(seq)}, seq=seq)["error"] for seq in stored}
+        assert p.close() == 0, p.stderr
+    assert replies == {
+        1: {**stored[1], "code": FAILED_BY_OPERATOR},
+        2: {**stored[2], "code": UPSTREAM_REFUSED},
+        3: {**stored[3], "code": JOURNAL_WRITE_FAILED},
+        4: stored[4],
+        5: stored[5],
+    }
+    assert done_count(effects) == 0
+    assert {row.seq: row.outcome for row in journal_calls(journal, "wf")} == texts  # the rows, as stored
+    verified(journal)
+
+
+def test_a_version_3_journal_with_an_operators_failure_replays_it_under_the_new_code(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    write_v3_journal(path)
+    operator = {"code": OLD_CODE[FAILED_BY_OPERATOR], "message": "bounced", "data": {"reason": "failed_by_operator"}}
+    text = json.dumps(operator, separators=(",", ":"))
+    con = sqlite3.connect(path)
+    with con:  # what `journal resolve --failed` wrote before the -310NN move
+        con.execute("UPDATE calls SET state = 'FAILED', outcome = ? WHERE seq = 2", (text,))
+        con.execute(
+            "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome, resolved_by,"
+            " host, at) VALUES ('wf', 2, 'failed', 'PENDING', NULL, ?, 'alice', 'host-a', '2026-02-02T00:00:00.000Z')",
+            (text,),
+        )
+    con.close()
+    effects = tmp_path / "effects.jsonl"
+    with ProxyProcess(
+        "--upstream-cmd",
+        server_cmd("effects_server.py"),
+        "--journal",
+        str(path),
+        "--workflow-id",
+        "wf",
+        env={"EFFECTS_FILE": str(effects)},
+    ) as p:
+        failed = p.call("send_email", {"to": "b"}, seq=2)
+        assert p.close() == 0, p.stderr
+    assert failed["error"] == {**operator, "code": FAILED_BY_OPERATOR}
+    assert done_count(effects) == 0
+    verified(str(path))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+from checkpoint_mcp.errors import FAILED_BY_OPERATOR
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+
+OPERATOR_FAILED = json.dumps({"code": FAILED_BY_OPERATOR})  # an operator's `resolve --failed`, in short
 
 
 def test_the_version_stays_put_while_nothing_changes_and_moves_with_every_kind_of_change(journal: str) -> None:
@@ -34,7 +39,7 @@ def test_the_version_stays_put_while_nothing_changes_and_moves_with_every_kind_o
         unit.reserve("wf", 2, "send", '{"to":"b"}', "sig2")
         unit.commit()
         before_resolve = watcher.version()
-        watcher.resolve("wf", 2, ResolveAction.FAILED, '{"code":-32085}', "alice", "host-a")
+        watcher.resolve("wf", 2, ResolveAction.FAILED, OPERATOR_FAILED, "alice", "host-a")
         assert watcher.version() != before_resolve  # a write through the watcher's own connection counts too
         assert watcher.version() == watcher.version()
     finally:

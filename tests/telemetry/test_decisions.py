@@ -37,7 +37,7 @@ UNMARKED = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
         (error(errors.COLLECTED, workflow="wf", seq=1), False, "collected"),
         (error(errors.STILL_IN_FLIGHT, workflow="wf", seq=1), False, "in_flight"),
         (error(errors.JOURNAL_WRITE_FAILED, workflow="wf", seq=1), False, "journal_write_failed"),
-        (error(-32089, workflow="wf", seq=1), False, "repeat"),
+        (error(errors.REPEAT_REFUSED, workflow="wf", seq=1), False, "repeat"),
         (error(errors.UPSTREAM_EXITED, workflow="wf", seq=1), True, "run"),  # it went up: in doubt now
         (error(-32000), True, "run"),  # the upstream's own error: a FAILED run
         (error(-32000), False, "replay"),  # a FAILED outcome answered from the journal

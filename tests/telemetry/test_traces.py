@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp import telemetry
+from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, UPSTREAM_EXITED
 
 from httpservers import faults_server
 from otlp import Receiver
@@ -118,7 +119,7 @@ def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_j
     with replay:
         replay.initialize()
         assert traced_call(replay, 1)["result"]["_meta"]["checkpoint/journal"]["replayed"] is True
-        assert traced_call(replay, 1, to="someone else")["error"]["code"] == -32081
+        assert traced_call(replay, 1, to="someone else")["error"]["code"] == DIVERGENCE
         assert replay.close() == 0
     spans = receiver.wait_for_spans(lambda s: len(server_spans(s)) == 3)
     replayed, diverged = sorted(server_spans(spans), key=lambda s: s["start"])[1:]
@@ -126,7 +127,7 @@ def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_j
     assert replayed["attributes"]["checkpoint.seq"] == 1
     assert not [span for span in children(spans, replayed) if span["kind"] == "CLIENT"]
     assert diverged["attributes"]["checkpoint.decision"] == "divergence"
-    assert diverged["attributes"]["error.type"] == "-32081"
+    assert diverged["attributes"]["error.type"] == str(DIVERGENCE)
     assert not [span for span in children(spans, diverged) if span["kind"] == "CLIENT"]
 
     # In doubt: the proxy dies after the PENDING commit; the next one refuses the call, and says so in its span.
@@ -173,14 +174,14 @@ def test_a_run_its_replay_and_an_in_doubt_refusal_arrive_as_mcp_spans_with_the_j
                 "_meta": {"checkpoint_seq": 5, "traceparent": TRACEPARENT},
             },
         )
-        assert refused["error"]["code"] == -32080
+        assert refused["error"]["code"] == IN_DOUBT
         assert after.close() == 0
     spans = receiver.wait_for_spans(lambda s: any(x["attributes"].get("checkpoint.decision") == "in_doubt" for x in s))
     assert len(server_spans(spans)) == 4  # the crashed proxy's span died with it (SIGKILL): nothing was exported
     in_doubt = next(x for x in spans if x["attributes"].get("checkpoint.decision") == "in_doubt")
     assert in_doubt["name"] == "tools/call send_email"
-    assert in_doubt["attributes"]["error.type"] == "-32080"
-    assert in_doubt["attributes"]["rpc.response.status_code"] == "-32080"
+    assert in_doubt["attributes"]["error.type"] == str(IN_DOUBT)
+    assert in_doubt["attributes"]["rpc.response.status_code"] == str(IN_DOUBT)
     assert in_doubt["attributes"]["checkpoint.seq"] == 5
     assert in_doubt["status"] == 2  # ERROR
     assert in_doubt["status_message"] == "in doubt"  # the code's name: a message may quote arguments
@@ -344,15 +345,15 @@ def test_a_call_whose_upstream_dies_ends_both_its_spans_with_the_error_and_they_
     with ProxyProcess(*argv, env=env) as proxy:
         proxy.initialize()
         died = proxy.request("tools/call", {"name": "die", "arguments": {"code": 3}})
-        assert died["error"]["code"] == -32083
+        assert died["error"]["code"] == UPSTREAM_EXITED
         assert proxy.wait() == 1
     spans = receiver.wait_for_spans(lambda s: len(server_spans(s, "tools/call die")) == 1)
     server = server_spans(spans, "tools/call die")[0]
-    assert server["attributes"]["error.type"] == "-32083"
+    assert server["attributes"]["error.type"] == str(UPSTREAM_EXITED)
     assert server["attributes"]["checkpoint.decision"] == "run"  # it went upstream: in doubt now, never re-run
     exchange = [span for span in children(spans, server) if span["kind"] == "CLIENT"]
     assert len(exchange) == 1
-    assert exchange[0]["attributes"]["error.type"] == "-32083"
+    assert exchange[0]["attributes"]["error.type"] == str(UPSTREAM_EXITED)
     assert exchange[0]["status"] == 2
 
 

@@ -21,7 +21,7 @@ from checkpoint_mcp.cli.asktools import asker as tools_asker
 from checkpoint_mcp.cli.journal import audit_key_option
 from checkpoint_mcp.cli.operator import journal_group
 from checkpoint_mcp.cli.policy import checked_policy, policy_group, policy_option
-from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.errors import STILL_IN_FLIGHT, CheckpointError
 from checkpoint_mcp.init.command import ASKER as init_asker
 from checkpoint_mcp.init.command import init as init_command
 from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
@@ -251,7 +251,7 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     default=30.0,
     show_default=True,
     help="Seconds a re-sent call (same checkpoint_seq or checkpoint_key, same arguments) waits for the original "
-    "still in flight; then it is refused as still in flight (-32086), never run.",
+    f"still in flight; then it is refused as still in flight ({STILL_IN_FLIGHT}), never run.",
 )
 @click.option(
     "--log-level",

@@ -29,7 +29,19 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from checkpoint_mcp.errors import CheckpointError, JournalError, WorkflowOwned
+from checkpoint_mcp.errors import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SESSION_NOT_FOUND,
+    SPEC_PROTOCOL_ERRORS,
+    TRANSPORT_ERROR,
+    CheckpointError,
+    JournalError,
+    WorkflowOwned,
+)
 from checkpoint_mcp.gateway.channel import Channel
 from checkpoint_mcp.gateway.security import Receive, Scope, Send, header, respond
 from checkpoint_mcp.gateway.sessions import Gateway, Session
@@ -50,7 +62,6 @@ _T = TypeVar("_T")
 
 SESSION_ERA_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
-HEADER_MISMATCH = -32020
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 SESSION_HEADER = b"mcp-session-id"
 PRIMING_SINCE = "2025-11-25"  # the first protocol version whose clients take an event without data (SEP-1699)
@@ -74,9 +85,9 @@ def _modern_status(line: bytes, body: Any = None) -> int:
             return 200
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    if code == -32601:
+    if code == METHOD_NOT_FOUND:
         return 404
-    if isinstance(code, int) and -32022 <= code <= -32020:
+    if isinstance(code, int) and code in SPEC_PROTOCOL_ERRORS:
         return 400
     return 200
 
@@ -128,7 +139,7 @@ class McpEndpoint:
         elif method == "DELETE":
             await self._delete(scope, send)
         else:
-            body = error_body(-32000, f"Method Not Allowed: {method}")
+            body = error_body(TRANSPORT_ERROR, f"Method Not Allowed: {method}")
             await respond(send, 405, body, [(b"allow", b"GET, POST, DELETE")])
 
     # ---- POST ---------------------------------------------------------------------------------------------
@@ -143,7 +154,7 @@ class McpEndpoint:
             if session_id is not None:
                 session = self._gateway.sessions.get(session_id)
                 if session is None or session.channel.closed.is_set():
-                    raise _Refusal(404, -32001, "Session not found", message.id)
+                    raise _Refusal(404, SESSION_NOT_FOUND, "Session not found", message.id)
                 accepts.priming = _primes(header(scope, b"mcp-protocol-version"))
                 await self._exchange(receive, send, session.channel, message, line, accepts, session, None, carrier)
             elif message.kind is Kind.REQUEST and message.method == "initialize":
@@ -153,7 +164,7 @@ class McpEndpoint:
             else:
                 if not self._modern(scope, message):
                     text = "Bad Request: Mcp-Session-Id header is required (or use protocol 2026-07-28)"
-                    raise _Refusal(400, -32000, text, message.id)
+                    raise _Refusal(400, TRANSPORT_ERROR, text, message.id)
                 mismatch = self._header_mismatch(scope, message)
                 if mismatch is not None:
                     raise _Refusal(400, HEADER_MISMATCH, mismatch, message.id)
@@ -169,22 +180,22 @@ class McpEndpoint:
             _Refusal: draining, wrong media types, a body that is not one JSON-RPC message.
         """
         if self._gateway.draining:
-            raise _Refusal(503, -32000, "Service Unavailable: the gateway is shutting down")
+            raise _Refusal(503, TRANSPORT_ERROR, "Service Unavailable: the gateway is shutting down")
         content_type = (header(scope, b"content-type") or "").lower()
         if not content_type.startswith("application/json"):
-            raise _Refusal(415, -32000, "Unsupported Media Type: send Content-Type: application/json")
+            raise _Refusal(415, TRANSPORT_ERROR, "Unsupported Media Type: send Content-Type: application/json")
         accepts = _Accepts(scope)
         if not accepts.json and not accepts.sse:
-            raise _Refusal(406, -32000, "Not Acceptable: accept application/json and text/event-stream")
+            raise _Refusal(406, TRANSPORT_ERROR, "Not Acceptable: accept application/json and text/event-stream")
         body = await _read_body(receive)
         try:
             message = classify(body)
         except WireParseError as exc:
-            raise _Refusal(400, -32700, f"Parse error: {exc}") from None
+            raise _Refusal(400, PARSE_ERROR, f"Parse error: {exc}") from None
         if message.kind is Kind.BATCH:
-            raise _Refusal(400, -32600, "Invalid Request: JSON-RPC batches are not supported")
+            raise _Refusal(400, INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported")
         if message.kind is Kind.OTHER and not message.has_id:
-            raise _Refusal(400, -32600, "Invalid Request: not a JSON-RPC message")
+            raise _Refusal(400, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
         return accepts, message, one_line(body)
 
     async def _opened(self, opening: Awaitable[_T], message: Message) -> _T:
@@ -196,13 +207,13 @@ class McpEndpoint:
         try:
             return await opening
         except WorkflowOwned as exc:
-            raise _Refusal(409, -32603, str(exc), message.id) from None
+            raise _Refusal(409, INTERNAL_ERROR, str(exc), message.id) from None
         except JournalError as exc:
             logger.error("cannot serve a request: %s", exc)
-            raise _Refusal(503, -32603, str(exc), message.id) from None
+            raise _Refusal(503, INTERNAL_ERROR, str(exc), message.id) from None
         except (CheckpointError, OSError) as exc:
             logger.error("cannot start the upstream: %s", exc)
-            raise _Refusal(502, -32603, f"cannot start the upstream: {exc}", message.id) from None
+            raise _Refusal(502, INTERNAL_ERROR, f"cannot start the upstream: {exc}", message.id) from None
 
     @staticmethod
     def _modern(scope: Scope, message: Message) -> bool:
@@ -296,7 +307,9 @@ class McpEndpoint:
                 if disconnected.done():
                     return
             if stream.finished and not stream.lines:  # closed under it (shutdown, DELETE) with nothing to say
-                await respond(send, 503, error_body(-32000, "Service Unavailable: the session was closed"), extra)
+                await respond(
+                    send, 503, error_body(TRANSPORT_ERROR, "Service Unavailable: the session was closed"), extra
+                )
                 return
             if accepts.json and (not accepts.sse or (stream.finished and len(stream.lines) == 1)):
                 answer = stream.lines[-1]
@@ -312,15 +325,17 @@ class McpEndpoint:
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = header(scope, SESSION_HEADER)
         if session_id is None:
-            body = error_body(-32000, "Method Not Allowed: GET needs an Mcp-Session-Id (2026-07-28 has no GET stream)")
+            body = error_body(
+                TRANSPORT_ERROR, "Method Not Allowed: GET needs an Mcp-Session-Id (2026-07-28 has no GET stream)"
+            )
             await respond(send, 405, body, [(b"allow", b"POST")])
             return
         if not _Accepts(scope).sse:
-            await respond(send, 406, error_body(-32000, "Not Acceptable: a GET stream is text/event-stream"))
+            await respond(send, 406, error_body(TRANSPORT_ERROR, "Not Acceptable: a GET stream is text/event-stream"))
             return
         session = self._gateway.sessions.get(session_id)
         if session is None or session.channel.closed.is_set():
-            await respond(send, 404, error_body(-32001, "Session not found"))
+            await respond(send, 404, error_body(SESSION_NOT_FOUND, "Session not found"))
             return
         session.channel.last_active = time.monotonic()
         stream, start = session.standalone, session.standalone_sent
@@ -329,10 +344,10 @@ class McpEndpoint:
         if resumed is not None and resumed[0] in session.streams:
             stream, start = session.streams[resumed[0]], resumed[1] + 1
         if stream.attached and stream is session.standalone:
-            await respond(send, 409, error_body(-32000, "Conflict: only one GET stream per session"))
+            await respond(send, 409, error_body(TRANSPORT_ERROR, "Conflict: only one GET stream per session"))
             return
         if self._gateway.draining:
-            await respond(send, 503, error_body(-32000, "Service Unavailable: the gateway is shutting down"))
+            await respond(send, 503, error_body(TRANSPORT_ERROR, "Service Unavailable: the gateway is shutting down"))
             return
         disconnected = asyncio.ensure_future(_disconnect(receive))
         stream.attached += 1
@@ -347,10 +362,10 @@ class McpEndpoint:
     async def _delete(self, scope: Scope, send: Send) -> None:
         session_id = header(scope, SESSION_HEADER)
         if session_id is None:
-            await respond(send, 405, error_body(-32000, "Method Not Allowed: DELETE needs an Mcp-Session-Id"))
+            await respond(send, 405, error_body(TRANSPORT_ERROR, "Method Not Allowed: DELETE needs an Mcp-Session-Id"))
             return
         if not await self._gateway.close_session(session_id, "closed by the client (DELETE)"):
-            await respond(send, 404, error_body(-32001, "Session not found"))
+            await respond(send, 404, error_body(SESSION_NOT_FOUND, "Session not found"))
             return
         await respond(send, 200, b"{}")
 

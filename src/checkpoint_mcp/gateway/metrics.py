@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from checkpoint_mcp.errors import ERROR_CODES
+from checkpoint_mcp.errors import OWN_CODES
 from checkpoint_mcp.intercept.calls import META_KEY
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -77,8 +77,8 @@ class GatewayMetrics:
         error = body.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            # Checkpoint's own codes (-32080 …) are refusals; any other error came from the upstream.
-            if isinstance(code, int) and code in ERROR_CODES and code >= -32099 and code <= -32080:
+            # Checkpoint's own codes are refusals; any other error (a standard code included) came from the upstream.
+            if isinstance(code, int) and code in OWN_CODES:
                 self.refusals.labels(code=str(code)).inc()
                 self.calls.labels(outcome="refused").inc()
             else:

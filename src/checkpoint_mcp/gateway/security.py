@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from checkpoint_mcp.errors import INVALID_REQUEST, SESSION_NOT_FOUND
 from checkpoint_mcp.gateway.config import LOOPBACK_NAMES
 from checkpoint_mcp.gateway.streams import error_body
 
@@ -28,7 +29,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-FORBIDDEN = -32001  # a JSON-RPC error without id, as the transport spec allows in a 403 body
+FORBIDDEN = SESSION_NOT_FOUND  # a JSON-RPC error without id, as the transport spec allows in a 403 body
 
 
 async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -121,7 +122,7 @@ class BodyLimit:
         self._limit = limit
 
     def _too_large(self) -> bytes:
-        return error_body(-32600, f"Payload Too Large: the body exceeds --max-body ({self._limit} bytes)")
+        return error_body(INVALID_REQUEST, f"Payload Too Large: the body exceeds --max-body ({self._limit} bytes)")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):

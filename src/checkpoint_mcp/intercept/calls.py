@@ -26,6 +26,7 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalWriteFailed,
     StillInFlight,
+    current_error,
 )
 from checkpoint_mcp.intercept import repeats
 from checkpoint_mcp.intercept.policy import ToolRule
@@ -477,7 +478,7 @@ class CallJournal:
     def _replay_line(self, ident: Any, record: CallRecord) -> bytes:
         outcome = record.outcome or "null"
         if record.state is CallState.FAILED:
-            return raw_response_line(ident, "error", outcome)
+            return raw_response_line(ident, "error", current_error(outcome))
         return raw_response_line(ident, "result", self._meta_in_result(outcome, record.workflow, record.seq, True))
 
     def _meta_in_result(self, result_text: str, workflow: str, seq: int, replayed: bool) -> str:

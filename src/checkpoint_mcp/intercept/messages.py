@@ -85,7 +85,7 @@ def request_key(ident: Any) -> tuple[str, Any]:
 
 
 def internal_error_replies(lines: list[bytes]) -> list[bytes]:
-    """A -32603 error for every request among ``lines`` (used when routing them failed unexpectedly)."""
+    """An ``INTERNAL_ERROR`` for every request among ``lines`` (used when routing them failed unexpectedly)."""
     out: list[bytes] = []
     error = {"code": INTERNAL_ERROR, "message": "internal error in checkpoint; the request was not forwarded"}
     for line in lines:

@@ -62,7 +62,7 @@ class Repeat(StrEnum):
 
     ALLOW = "allow"  # runs again at the next sequence: Checkpoint's behaviour without a policy
     REPLAY = "replay"  # the original's stored result, as a replay
-    REFUSE = "refuse"  # error -32089, naming the original
+    REFUSE = "refuse"  # error REPEAT_REFUSED, naming the original
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ audit record, and holds no state.
 What the row says, and what the call gets:
 
 * COMPLETED: ``replay`` answers the stored result as a replay whose ``_meta["checkpoint/journal"]`` names the
-  original (``repeatOf``); ``refuse`` answers -32089 (``RepeatRefused``) naming the original, when it ran, a
+  original (``repeatOf``); ``refuse`` answers ``RepeatRefused`` naming the original, when it ran, a
   short form of its result and how an operator lets it run again.
 * PENDING: still in flight here or on a live replica: the call joins it where joins are enabled (the gateway),
-  else it is refused as in flight; a dead proxy's: in doubt (-32080), never run again.
+  else it is refused as in flight; a dead proxy's: in doubt (``InDoubt``), never run again.
 * FAILED: the upstream said it did not happen: the call runs again, at a new sequence.
 
 Each caught repeat leaves an event of kind ``repeat`` on the original's workflow (the journal's ``events``
@@ -43,8 +43,8 @@ class Action(enum.Enum):
     """What was done with a repeat; the ``action`` of its audit record."""
 
     REPLAYED = "replayed"  # the original's result, as a replay
-    REFUSED = "refused"  # -32089
-    IN_DOUBT = "in_doubt"  # the original is in doubt: refused with -32080
+    REFUSED = "refused"  # RepeatRefused
+    IN_DOUBT = "in_doubt"  # the original is in doubt: refused with InDoubt
     IN_FLIGHT = "in_flight"  # the original is still running: joined (gateway) or refused as in flight
     RAN_AGAIN = "ran_again"  # the original FAILED, or its tool is idempotent: the call runs again
 
@@ -91,7 +91,7 @@ def replay_line(ident: Any, found: CallRecord) -> bytes:
 
 
 def refusal(found: CallRecord, rule: ToolRule, journal_location: str) -> RepeatRefused:
-    """-32089 for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"``."""
+    """``RepeatRefused`` for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"``."""
     started = datetime.fromisoformat(found.started_at.replace("Z", "+00:00"))
     after = (started + timedelta(seconds=rule.window_seconds)).isoformat(timespec="seconds").replace("+00:00", "Z")
     return RepeatRefused(

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final, NamedTuple
 
+from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal.chain import Link
 
 NOTED_KINDS: Final = frozenset({"repeat"})
@@ -19,7 +20,7 @@ NOTED_KINDS: Final = frozenset({"repeat"})
 
 _ACTIONS: Final = {
     "replayed": "answered with its result (replayed)",
-    "refused": "refused (-32089)",
+    "refused": f"refused ({REPEAT_REFUSED})",
     "in_doubt": "refused: the original is in doubt",
     "in_flight": "refused: the original was still in flight",
     "ran_again": "ran again: the original had failed",
@@ -57,7 +58,7 @@ def policy_notes(links: Iterable[Link]) -> list[PolicyNote]:
 
 
 def note_text(note: PolicyNote) -> str:
-    """``repeat of #1 (send_email) at …: refused (-32089) [tools.send_email, window 24h]``."""
+    """``repeat of #1 (send_email) at …: refused (<REPEAT_REFUSED>) [tools.send_email, window 24h]``."""
     action = str(note.detail.get("action", ""))
     what = _ACTIONS.get(action, action)
     rule = note.detail.get("rule")

@@ -56,9 +56,8 @@ DECISION_BY_CODE: dict[int, str] = {
     errors.COLLECTED: "collected",
     errors.STILL_IN_FLIGHT: "in_flight",
     errors.JOURNAL_WRITE_FAILED: "journal_write_failed",
+    errors.REPEAT_REFUSED: "repeat",
 }
-_REPEAT = getattr(errors, "REPEAT_REFUSED", -32089)  # issue 18's refused repeat
-DECISION_BY_CODE[_REPEAT] = "repeat"
 
 
 class SdkTelemetry(Telemetry):
@@ -336,7 +335,7 @@ class LineTrace:
             return message
         code = outcome.get("code")
         if isinstance(code, int) and code in errors.ERROR_CODES:
-            return errors.ERROR_CODES[code][0]
+            return errors.ERROR_CODES[code].name
         if outcome.get("error.type") == "tool_error":
             return "tool error (isError)"
         if outcome.get("error.type") == "cancelled":

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
+from checkpoint_mcp.errors import FAILED_BY_OPERATOR
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, note_text
 from checkpoint_mcp.journal.report import duration_text, lineage_text, short_arguments
@@ -280,7 +281,8 @@ def _forms(page: Page, view: CallView, csrf: str, filled: dict[str, str]) -> str
     if "failed" in view.resolvable:
         forms.append(
             f'<form class="resolve" id="resolve-failed" method="post" action="{escape(page.links.resolve)}">'
-            f"{_hidden({**base, 'action': 'failed'})}<b>It failed.</b> Replays will return error -32085 with this "
+            f"{_hidden({**base, 'action': 'failed'})}<b>It failed.</b> Replays will return error "
+            f"{FAILED_BY_OPERATOR} with this "
             f'message:<br><input type="text" name="message" value="{escape(filled.get("message", ""))}" required>'
             "<button>Resolve as failed</button></form>"
         )

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from checkpoint_mcp.config import RemoteConfig
-from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.errors import METHOD_NOT_FOUND, UpstreamError
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
 from checkpoint_mcp.wire import Kind, WireParseError, classify, encode, id_key
@@ -170,7 +170,7 @@ class McpClient:
                 if message.method == "ping":
                     result["result"] = {}
                 else:
-                    result["error"] = {"code": -32601, "message": f"method not found: {message.method}"}
+                    result["error"] = {"code": METHOD_NOT_FOUND, "message": f"method not found: {message.method}"}
                 self._upstream.send(encode(result))
 
     def upstream_closed(self) -> None:

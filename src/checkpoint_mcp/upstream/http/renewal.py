@@ -7,7 +7,7 @@ session lacks what the client set up on the old one; ``SessionMemory`` remembers
 accept, so it can be sent again: the resource subscriptions (``resources/subscribe`` less
 ``resources/unsubscribe``) and the logging level (``logging/setLevel``). Whatever else the old session held is
 named in the log, never guessed at. A refused ``initialize``, or another negotiated protocol version than the
-client's, is the refusal of the request that met the 404 instead (``-32087``: it did not run).
+client's, is the refusal of the request that met the 404 instead (``UPSTREAM_REFUSED``: it did not run).
 
 ``Renewal`` makes sure that however many exchanges meet the 404 at once, one new session is started; the I/O
 is ``remote.RemoteUpstream``'s.

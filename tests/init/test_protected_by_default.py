@@ -15,15 +15,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import nodetools
 from scripted_model import ScriptedModel, ToolCall, serving
 
+import nodetools
 from .entries import run_init
 
 MAILBOX = Path(__file__).resolve().parent.parent / "servers" / "mailbox_server.py"
@@ -45,7 +44,7 @@ class Project:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
+def project(tmp_path: Path) -> Project:
     """A git project whose `.mcp.json` names one mail server, after a plain `checkpoint init`."""
     path = tmp_path / "project"
     path.mkdir()
@@ -62,7 +61,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
     done = run_init("--project", str(path))
     assert done.returncode == 0, done.stderr
     hold.touch()  # calls answer at once unless a test removes it
-    yield Project(path, home, mailbox / "sent.jsonl", hold)
+    return Project(path, home, mailbox / "sent.jsonl", hold)
 
 
 def claude(project: Project, url: str, prompt: str, *flags: str) -> list[str]:
@@ -127,7 +126,8 @@ def test_a_repeated_send_in_a_new_session_sends_one_email_and_the_brief_names_it
     assert "send_email" in brief, brief
     refusal = again.tool_results()[-1]
     assert refusal.startswith("ERROR: "), refusal
-    assert "send_email" in refusal and "already ran" in refusal, refusal
+    assert "send_email" in refusal, refusal
+    assert "already ran" in refusal, refusal
 
 
 @pytest.mark.timeout(120)
@@ -146,7 +146,8 @@ def test_a_reworded_send_under_a_match_rule_sends_one_email(project: Project) ->
 
     assert [mail["body"] for mail in project.sent()] == [MAIL["body"]]
     refusal = again.tool_results()[-1]
-    assert refusal.startswith("ERROR: ") and "/body" in refusal, refusal
+    assert refusal.startswith("ERROR: "), refusal
+    assert "/body" in refusal, refusal
 
 
 @pytest.mark.timeout(120)
@@ -175,6 +176,7 @@ def test_claude_code_killed_mid_call_then_continue_sends_one_email(project: Proj
 
     assert len(project.sent()) == 1, project.sent()
     brief = first_brief(resumed)
-    assert "send_email" in brief and "doubt" in brief, brief
+    assert "send_email" in brief, brief
+    assert "doubt" in brief, brief
     answer = resumed.tool_results()[-1]
     assert answer.startswith("ERROR: "), answer

@@ -12,6 +12,7 @@ Every request is kept (``requests``), so a test reads what the model was shown: 
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ class ScriptedModel:
     closing: str = "Done."
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    baseline: int | None = None  # tool calls already in the conversation when this model took over (--continue)
+    tag: str = field(default_factory=lambda: secrets.token_hex(4))  # in the ids of this model's tool calls
 
     def turns(self) -> list[ToolCall]:
         """The plan as the model makes it: each MCP tool selected with ToolSearch the first time it is called."""
@@ -50,24 +51,23 @@ class ScriptedModel:
         return turns
 
     def answer(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        """The content blocks of the next assistant message, from how many tool calls the conversation holds
-        beyond those it held when this model first answered (a resumed conversation carries the old ones)."""
+        """The content blocks of the next assistant message, from how many of this model's own tool calls the
+        conversation holds (a resumed conversation carries an earlier session's calls, and Claude Code may drop an
+        interrupted one, so they are told apart by the id this model gave them)."""
         if not request.get("tools"):
             return [{"type": "text", "text": "ok"}]  # a side request (a title, a summary): not part of the plan
-        held = sum(
+        mine = f"toolu_{self.tag}_"
+        done = sum(
             1
             for message in request.get("messages", [])
             if message.get("role") == "assistant"
             for block in (message.get("content") if isinstance(message.get("content"), list) else [])
-            if isinstance(block, dict) and block.get("type") == "tool_use"
+            if isinstance(block, dict) and block.get("type") == "tool_use" and str(block.get("id")).startswith(mine)
         )
-        if self.baseline is None:
-            self.baseline = held
-        done = held - self.baseline
         turns = self.turns()
         if done < len(turns):
             turn = turns[done]
-            return [{"type": "tool_use", "id": f"toolu_{done:04d}", "name": turn.name, "input": turn.arguments}]
+            return [{"type": "tool_use", "id": f"{mine}{done:04d}", "name": turn.name, "input": turn.arguments}]
         return [{"type": "text", "text": self.closing}]
 
     def texts(self) -> list[str]:

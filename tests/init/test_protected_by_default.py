@@ -106,9 +106,10 @@ def session(project: Project, model: ScriptedModel, *flags: str) -> str:
 
 
 def first_brief(model: ScriptedModel) -> str:
-    """The SessionStart brief in the first request the model received."""
+    """The SessionStart brief of this session in the first request the model received (the last one in it: a
+    conversation resumed with --continue also carries the earlier session's)."""
     text = json.dumps(model.requests[0])
-    at = text.find(BRIEF)
+    at = text.rfind(BRIEF)
     assert at >= 0, "the brief never reached the model"
     return text[at : at + 4000]
 
@@ -132,7 +133,7 @@ def test_a_repeated_send_in_a_new_session_sends_one_email_and_the_brief_names_it
 
 @pytest.mark.timeout(120)
 def test_a_reworded_send_under_a_match_rule_sends_one_email(project: Project) -> None:
-    policy = project.path / ".checkpoint" / "policy.toml"
+    policy = project.path / ".checkpoint" / "policies" / "mailbox.toml"
     text = policy.read_text()
     assert '[tools."send_email"]' in text or "[tools.send_email]" in text, text
     # What the written policy's comment invites a user to do: the e-mail's identity is its recipient and subject.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import clients, wrap
+from checkpoint_mcp.init import clients, scopes, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -63,6 +63,8 @@ class Request:
     policy: str | None = None
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = scopes.SCOPES
+    """Claude Code's scopes to wrap (``scopes``); other clients have only their file."""
     launcher: wrap.Launcher = field(default_factory=lambda: wrap.Launcher("checkpoint"))
     environ: Mapping[str, str] = field(default_factory=dict)
 
@@ -83,6 +85,8 @@ class Plan:
     """Servers an older `init` wrapped whose headers now go by ``--upstream-header-env``."""
     hook: bool = False
     starter_policy: str | None = None
+    scoped: list[scopes.Wrapped] = field(default_factory=list)
+    """The servers of Claude Code's ``~/.claude.json`` (local and user scope) wrapped."""
 
 
 def plan(request: Request) -> Plan:
@@ -103,7 +107,11 @@ def plan(request: Request) -> Plan:
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
-    _check_names(path, servers, request.only, request.skip)
+    found = scopes.read(project, request.environ) if client.name == clients.CLAUDE_CODE else None
+    if found is None:
+        _check_names(path, servers, request.only, request.skip)
+    else:
+        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
     journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result)
     _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
@@ -115,6 +123,9 @@ def plan(request: Request) -> Plan:
         if hook_change is not None:
             result.changes.append(hook_change)
             result.hook = True
+    if found is not None:
+        asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ)
+        result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
     if result.changes:
         result.changes += _state_files(project, result, starter=policy is None)
     return result
@@ -133,6 +144,8 @@ def _wrap_servers(
         # --only picks servers to wrap; the session server is not one, so only --skip keeps it as it is.
         if name in request.skip or (request.only and name not in request.only and not session):
             result.left_alone.append((name, "skipped"))
+        elif scopes.PROJECT not in request.scopes and not session:
+            result.left_alone.append((name, scopes.left_out(scopes.PROJECT)))
         elif session:
             sessions.append(name)
         elif isinstance(entry, dict) and wrap.runs_checkpoint(entry):
@@ -247,6 +260,7 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     lines = []
     if result.wrapped:
         lines.append(f"{verb}: {', '.join(result.wrapped)}")
+    lines += scopes.summary(result.scoped, dry_run=dry_run)
     if result.upgraded:
         lines.append(f"{'would move' if dry_run else 'moved'} to --upstream-header-env: {', '.join(result.upgraded)}")
     lines += [f"left alone: {name} ({why})" for name, why in result.left_alone]

@@ -7,8 +7,7 @@ Claude Code starts, for a project, the servers of three scopes (``--scope``, eve
   wrapped with the project's journal, like the project's;
 - **user** (``claude mcp add -s user``): ``~/.claude.json`` → ``mcpServers``, started in every project, so each
   gets its own journal under the user's data folder (``claude_json.user_journal``), and the SessionStart hook
-  goes in ``~/.claude/settings.json`` as well, the same command and matcher as the project's (Claude Code runs
-  one of two identical hooks).
+  goes in ``~/.claude/settings.json`` as well, the same command and matcher as the project's.
 
 The session server stays a project's (in ``.mcp.json``): it needs a project, and the user-scope hook's brief reads
 the project Claude Code is in from ``CLAUDE_PROJECT_DIR``. A server of a scope not asked for is named in the

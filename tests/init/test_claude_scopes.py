@@ -188,3 +188,32 @@ def test_scope_chooses_the_files_and_names_the_servers_left_out(tmp_path: Path) 
     assert "--scope is for --client claude-code" in cursor.stderr
     only = init_ok("--project", str(project), "--only", "everywhere", "--dry-run", env=env)
     assert "would wrap (user scope" in only
+
+
+def test_claude_config_dir_moves_the_file_as_it_does_for_the_cli(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    config = tmp_path / "config"
+    env = {**claude_env(tmp_path / "home"), "CLAUDE_CONFIG_DIR": str(config)}
+    claude_mcp_add(project, env, "local", "mine")
+    claude_mcp_add(project, env, "user", "everywhere")
+    assert not dotclaude(env).exists(), "the CLI wrote its file in CLAUDE_CONFIG_DIR"
+
+    init_ok("--project", str(project), env=env)
+    document = json.loads((config / ".claude.json").read_text())
+    assert wrap.runs_checkpoint(document["projects"][str(project)]["mcpServers"]["mine"])
+    assert wrap.runs_checkpoint(document["mcpServers"]["everywhere"])
+    assert "brief --hook" in (config / "settings.json").read_text()
+    assert not dotclaude(env).exists()
+
+
+def test_a_claude_json_init_cannot_read_stops_it_only_when_its_scopes_are_asked_for(tmp_path: Path) -> None:
+    project, env = setup(tmp_path)
+    dotclaude(env).write_text('{"projects": ')
+    (project / ".mcp.json").write_text('{"mcpServers": {}}')
+    refused = run_init("--project", str(project), env=env)
+    assert refused.returncode != 0
+    assert f"{dotclaude(env)}: is not valid JSON" in refused.stderr
+    assert (project / ".mcp.json").read_text() == '{"mcpServers": {}}'
+    init_ok("--project", str(project), "--scope", "project", env=env)
+    assert "checkpoint-session" in (project / ".mcp.json").read_text()

@@ -27,6 +27,7 @@ from typing import Any, Final
 from checkpoint_mcp.errors import ClientConfigError
 
 FILE_NAME: Final = ".claude.json"
+CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
 _INDENT: Final = re.compile(r"\n([ \t]+)\S")
 _NOT_FILE_NAME: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -37,13 +38,15 @@ def home(environ: Mapping[str, str]) -> str:
 
 
 def path(environ: Mapping[str, str]) -> str:
-    """The absolute path of ``~/.claude.json``."""
-    return os.path.join(home(environ), FILE_NAME)
+    """The absolute path of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when that is set, as the
+    CLI does)."""
+    return os.path.join(environ.get(CONFIG_DIR_ENV) or home(environ), FILE_NAME)
 
 
 def user_settings_path(environ: Mapping[str, str]) -> str:
-    """Claude Code's user settings, ``~/.claude/settings.json``, where its user-wide hooks live."""
-    return os.path.join(home(environ), ".claude", "settings.json")
+    """Claude Code's user settings, ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR/settings.json``), where its
+    user-wide hooks live."""
+    return os.path.join(environ.get(CONFIG_DIR_ENV) or os.path.join(home(environ), ".claude"), "settings.json")
 
 
 def user_journal_folder(environ: Mapping[str, str]) -> str:

@@ -107,7 +107,9 @@ def plan(request: Request) -> Plan:
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
-    found = scopes.read(project, request.environ) if client.name == clients.CLAUDE_CODE else None
+    found = None
+    if client.name == clients.CLAUDE_CODE:
+        found = scopes.read_for(project, request.environ, request.scopes)
     if found is None:
         _check_names(path, servers, request.only, request.skip)
     else:

@@ -90,6 +90,21 @@ def read(project: str, environ: Mapping[str, str]) -> Found:
     return Found(loaded, document, local, user, project)
 
 
+def read_for(project: str, environ: Mapping[str, str], asked: Sequence[str]) -> Found | None:
+    """``read``, when a scope of ``~/.claude.json`` is asked for; else only to name its servers as left out
+    (None when it cannot be read: nothing of it is needed).
+
+    Raises:
+        ClientConfigError: a scope of the file is asked for, and it cannot be read.
+    """
+    try:
+        return read(project, environ)
+    except ClientConfigError:
+        if LOCAL in asked or USER in asked:
+            raise
+        return None
+
+
 @dataclass(frozen=True)
 class Asked:
     """What `init` was asked for, as this module needs it."""

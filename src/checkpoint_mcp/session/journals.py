@@ -120,11 +120,12 @@ def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSp
 
 
 def from_claude_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSpec], list[str]]:
-    """The journals of the project's local-scope ``checkpoint`` servers in ``$HOME/.claude.json`` (none without
-    ``HOME``), and warnings about the file."""
-    if not environ.get("HOME"):
+    """The journals of the project's local-scope ``checkpoint`` servers in ``$HOME/.claude.json`` (or
+    ``$CLAUDE_CONFIG_DIR/.claude.json``; none without either variable), and warnings about the file."""
+    folder = environ.get("CLAUDE_CONFIG_DIR") or environ.get("HOME")
+    if not folder:
         return [], []
-    path = os.path.join(environ["HOME"], ".claude.json")
+    path = os.path.join(folder, ".claude.json")
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)

@@ -237,3 +237,34 @@ def test_more_journaled_workflows_than_the_file_holds_are_cut_with_a_warning(rep
     assert len(outcome.checkpoint.journals) == 20
     assert any("first 20 of 25 journaled workflows" in w for w in outcome.warnings)
     assert len(service.load(root, setup=setup).journals) == 25
+
+
+def test_the_local_scope_servers_of_claude_json_count_with_mcp_json(tmp_path: Path) -> None:
+    root, home = tmp_path / "project", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    mine = {"command": "checkpoint", "args": ["--journal", "/j/mcp.db", "--workflow-id", "m"]}
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"m": mine}}))
+    local = {"command": "checkpoint", "args": ["--journal", ".checkpoint/journal.db", "--workflow-id", "mine"]}
+    elsewhere = {"command": "checkpoint", "args": ["--journal", "/j/other.db", "--workflow-id", "o"]}
+    user = {"command": "checkpoint", "args": ["--journal", "/j/user.db", "--workflow-id", "u"]}
+    claude_json = {
+        "numStartups": 3,
+        "projects": {str(root): {"mcpServers": {"mine": local}}, "/other": {"mcpServers": {"o": elsewhere}}},
+        "mcpServers": {"u": user},
+    }
+    (home / ".claude.json").write_text(json.dumps(claude_json, indent=2))
+
+    setup = journals.configured((), root=str(root), environ={"HOME": str(home)}, cwd="/elsewhere")
+
+    local_journal = str(root / ".checkpoint" / "journal.db")
+    assert setup.journals == (
+        Journaled("/j/mcp.db", "/j/mcp.db", "m"),
+        Journaled(local_journal, local_journal, "mine"),
+    )
+    without_home = journals.configured((), root=str(root), environ={}, cwd="/elsewhere")
+    assert without_home.journals == (Journaled("/j/mcp.db", "/j/mcp.db", "m"),)
+    (home / ".claude.json").write_text("{not json")
+    broken = journals.configured((), root=str(root), environ={"HOME": str(home)}, cwd="/elsewhere")
+    assert broken.journals == (Journaled("/j/mcp.db", "/j/mcp.db", "m"),)
+    assert broken.warnings[0].startswith(f"{home / '.claude.json'} could not be read")

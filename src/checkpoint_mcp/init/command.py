@@ -66,6 +66,14 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
     metavar="SECONDS",
     help="How long each server may take to start and list its tools (all are asked at once).",
 )
+@click.option(
+    "--scope",
+    "scope",
+    multiple=True,
+    metavar="SCOPE",
+    help="Claude Code only: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). Default: "
+    "all three, each in its own file (.mcp.json; ~/.claude.json for local and user).",
+)
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
 @click.option("--dry-run", is_flag=True, help="Print the diffs and write nothing.")
@@ -81,6 +89,7 @@ def init(
     policy: str | None,
     no_policy: bool,
     list_timeout: float,
+    scope: tuple[str, ...],
     only: tuple[str, ...],
     skip: tuple[str, ...],
     dry_run: bool,
@@ -95,8 +104,10 @@ def init(
     """
     import shutil
 
-    from checkpoint_mcp.init import files, plan, wrap
+    from checkpoint_mcp.init import files, plan, scopes, wrap
 
+    if scope and client != "claude-code":
+        raise click.UsageError("--scope is for --client claude-code (the other clients have one file each)")
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     if policy is not None and no_policy:
@@ -116,6 +127,7 @@ def init(
             tools_of=ASKER[0](list_timeout) if ASKER else None,
             only=_names(only),
             skip=_names(skip),
+            scopes=scopes.parse(_names(scope)),
             launcher=wrap.launcher(sys.argv[0], sys.executable, shutil.which),
             environ=os.environ,
         )
@@ -124,6 +136,7 @@ def init(
             click.echo(files.unified_diff(change.path, change.before, change.after), nl=False)
         if result.changes and not dry_run:
             files.apply(project, result.changes)
+            scopes.make_journal_folders(result.scoped)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
     for line in plan.summary(result, dry_run=dry_run):

@@ -8,6 +8,11 @@ manifest saying which files did not exist and what was written. ``--undo`` undoe
 the files are as before the first ``init``, byte for byte (the files and folders it created removed); a file
 changed by hand since a run (a server added between two runs) is kept beside as ``<file>.checkpoint-undo-<run>``
 so nothing is lost.
+
+``~/.claude.json`` (a change with ``edits``) is Claude Code's own file, rewritten while it runs: it is written
+first, only if its bytes are still those `init` read (else nothing is written and `init` says to run again), and
+``--undo`` puts back the original bytes when the file is as `init` left it, else only the entries `init` changed
+(``claude_json.revert``), keeping what Claude Code wrote since.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.debug import trigger
 from checkpoint_mcp.errors import ClientConfigError, InitError
+from checkpoint_mcp.init.claude_json import Edit, revert
 
 RUNS_FOLDER: Final = os.path.join(".checkpoint", "init")
 MANIFEST: Final = "manifest.json"
@@ -90,12 +96,16 @@ class Change:
     path: str
     before: bytes | None
     after: bytes
+    edits: tuple[Edit, ...] | None = None
+    """The entries changed in a file its client rewrites while it runs (``~/.claude.json``): the file is written
+    only if still as read, and undone entry by entry."""
 
 
-def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
+def atomic_write(path: str, data: bytes, mode: int | None = None, check: Callable[[], None] | None = None) -> None:
     """Write ``data`` to ``path`` so a crash leaves the old bytes or the new ones, never a mix.
 
-    ``mode`` defaults to the replaced file's (0644 for a new one).
+    ``mode`` defaults to the replaced file's (0644 for a new one). ``check`` runs just before the rename; what it
+    raises leaves the file as it was.
 
     Raises:
         OSError: the folder cannot be written.
@@ -113,12 +123,34 @@ def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
             handle.flush()
             os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
+        if check is not None:
+            check()
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
     fsync_folder(folder)
+
+
+def unchanged_since(path: str, read: bytes | None) -> Callable[[], None]:
+    """A ``check`` for ``atomic_write``: ``path`` still holds the bytes ``read`` (None: it still does not exist).
+
+    The check raises InitError, naming the file and saying to run `checkpoint init` again.
+    """
+
+    def check() -> None:
+        try:
+            now: bytes | None = _read(path)
+        except FileNotFoundError:
+            now = None
+        if now != read:
+            raise InitError(
+                f"{path} changed while init was running (Claude Code rewrites it as it runs); it was not "
+                "written: run `checkpoint init` again"
+            )
+
+    return check
 
 
 def fsync_folder(folder: str) -> None:
@@ -181,6 +213,8 @@ def apply(project: str, changes: Sequence[Change]) -> str:
         created: list[str] = []
         for change in changes:
             _make_folders(change.path, created)
+        # A file its client rewrites goes first: if it changed since it was read, nothing else is written either.
+        changes = sorted(changes, key=lambda change: change.edits is None)
         files = []
         for index, change in enumerate(changes):
             record: dict[str, Any] = {"path": change.path, "written": _digest(change.after), "backup": None}
@@ -188,12 +222,20 @@ def apply(project: str, changes: Sequence[Change]) -> str:
                 record["backup"] = f"{index}.orig"
                 record["mode"] = os.stat(change.path).st_mode & 0o7777
                 atomic_write(os.path.join(run, record["backup"]), change.before, 0o600)
+            if change.edits is not None:
+                record["edits"] = [edit.record() for edit in change.edits]
             files.append(record)
         manifest = {"version": 1, "files": files, "created_folders": created}
         atomic_write(os.path.join(run, MANIFEST), json.dumps(manifest, indent=2).encode(), 0o600)
         trigger("init.run_recorded")
-        for change in changes:
-            atomic_write(change.path, change.after)
+        for written, change in enumerate(changes):
+            check = None if change.edits is None else unchanged_since(change.path, change.before)
+            try:
+                atomic_write(change.path, change.after, check=check)
+            except InitError:
+                if written == 0:  # nothing was written: forget the run, so no --undo is owed
+                    _forget(run, created)
+                raise
             trigger("init.file_written")
     except OSError as exc:
         raise InitError(
@@ -201,6 +243,16 @@ def apply(project: str, changes: Sequence[Change]) -> str:
             "`checkpoint init --undo`"
         ) from exc
     return run
+
+
+def _forget(run: str, created: Sequence[str]) -> None:
+    """Remove a run that wrote nothing, and the folders made for it."""
+    for name in os.listdir(run):
+        os.unlink(os.path.join(run, name))
+    os.rmdir(run)
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def recorded_runs(project: str) -> list[str]:
@@ -260,6 +312,10 @@ def _undo_run(run: str) -> list[Restored]:
     try:
         for record, original in zip(files, originals, strict=True):
             path = record["path"]
+            if "edits" in record:
+                done.append(_undo_edits(record, original))
+                trigger("init.file_restored")
+                continue
             kept = _put_aside(path, (record["written"], _digest(original or b"")), os.path.basename(run))
             if original is None:
                 with contextlib.suppress(FileNotFoundError):
@@ -285,6 +341,35 @@ def _undo_run(run: str) -> list[Restored]:
             "again once it can be written"
         ) from exc
     return done
+
+
+def _undo_edits(record: dict[str, Any], original: bytes | None) -> Restored:
+    """Undo one run's change to ``~/.claude.json``: the original bytes when the file is as the run left it,
+    else (Claude Code wrote it since) only the entries the run changed, every other key as it is now.
+
+    Raises:
+        InitError: the record is damaged, the file is not JSON now, or it changed while being written.
+        OSError: the file cannot be written.
+    """
+    path = record["path"]
+    try:
+        edits = [Edit.from_record(each) for each in record["edits"]]
+    except (KeyError, TypeError) as exc:
+        raise InitError(f"the record of {path} is damaged ({exc}); it was not restored") from exc
+    try:
+        current: bytes | None = _read(path)
+    except FileNotFoundError:
+        current = None
+    if current is None or _digest(current) == _digest(original or b""):
+        return Restored(path, "left alone (init's entries are not in it):")
+    if _digest(current) == record["written"]:
+        atomic_write(path, original or b"", record.get("mode"), check=unchanged_since(path, current))
+        return Restored(path, "restored")
+    text, skipped = revert(current, edits, path)
+    atomic_write(path, text, check=unchanged_since(path, current))
+    changed = ", ".join(edit.pointer[-1] for edit in skipped)
+    but = f" (not {changed}: changed since)" if changed else ""
+    return Restored(path, f"put back the entries init changed{but} in")
 
 
 def _read(path: str) -> bytes:

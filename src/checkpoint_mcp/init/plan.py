@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import clients, policies, wrap
+from checkpoint_mcp.init import clients, policies, scopes, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -53,6 +53,8 @@ class Request:
     """Asks the servers for their tools (None: none is asked, each gets ``[default]`` alone)."""
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = scopes.SCOPES
+    """Claude Code's scopes to wrap (``scopes``); other clients have only their file."""
     launcher: wrap.Launcher = field(default_factory=lambda: wrap.Launcher("checkpoint"))
     environ: Mapping[str, str] = field(default_factory=dict)
 
@@ -83,6 +85,8 @@ class Plan:
     listed: its file has ``[default]`` alone."""
     unhinted: list[tuple[str, list[str]]] = field(default_factory=list)
     """(server, tools) whose tools carry no hints at all: the ones to review first."""
+    scoped: list[scopes.Wrapped] = field(default_factory=list)
+    """The servers of Claude Code's ``~/.claude.json`` (local and user scope) wrapped."""
 
 
 def plan(request: Request) -> Plan:
@@ -103,10 +107,17 @@ def plan(request: Request) -> Plan:
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
-    _check_names(path, servers, request.only, request.skip)
+    found = None
+    if client.name == clients.CLAUDE_CODE:
+        found = scopes.read_for(project, request.environ, request.scopes)
+    if found is None:
+        _check_names(path, servers, request.only, request.skip)
+    else:
+        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
     own_policy = policy is None and not request.no_policy
     to_ask: dict[str, tuple[policies.Server, str]] = {}
-    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result, own_policy, to_ask)
+    taken: set[str] = set()
+    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result, own_policy, to_ask, taken)
     _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
@@ -121,6 +132,21 @@ def plan(request: Request) -> Plan:
     if ignore is not None and (result.changes or any(wrap.is_session_server(e) for e in _entries(servers))):
         result.changes.append(ignore)
         result.ignored_checkpoint = True
+    if found is not None:
+        policy_of = None
+        if own_policy:
+
+            def policy_of(
+                name: str,
+                entry: Mapping[str, Any],
+                shape: clients.StdioEntry | clients.HttpEntry,
+                env: dict[str, str],
+                how: wrap.Wrapping,
+            ) -> wrap.Wrapping:
+                return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
+
+        asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
+        result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
     if result.changes:
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
@@ -136,19 +162,21 @@ def _wrap_servers(
     result: Plan,
     own_policy: bool,
     to_ask: dict[str, tuple[policies.Server, str]],
+    taken: set[str],
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """Wrap (in ``servers``) every server to wrap, each with its own policy file when ``own_policy`` (those to
     write from the server's tools go in ``to_ask``); returns the (journal, workflow) pairs of every server that
     runs through ``checkpoint`` now, and the session servers to bring up to date once those are all known."""
     journals: list[tuple[str, str]] = []
     sessions: list[str] = []
-    taken: set[str] = set()
     for name in list(servers):
         entry = servers[name]
         session = isinstance(entry, dict) and wrap.is_session_server(entry)
         # --only picks servers to wrap; the session server is not one, so only --skip keeps it as it is.
         if name in request.skip or (request.only and name not in request.only and not session):
             result.left_alone.append((name, "skipped"))
+        elif scopes.PROJECT not in request.scopes and not session:
+            result.left_alone.append((name, scopes.left_out(scopes.PROJECT)))
         elif session:
             sessions.append(name)
         elif isinstance(entry, dict) and wrap.runs_checkpoint(entry):
@@ -336,6 +364,7 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     lines = []
     if result.wrapped:
         lines.append(f"{verb}: {', '.join(result.wrapped)}")
+    lines += scopes.summary(result.scoped, dry_run=dry_run)
     if result.upgraded:
         lines.append(f"{'would move' if dry_run else 'moved'} to --upstream-header-env: {', '.join(result.upgraded)}")
     lines += [f"left alone: {name} ({why})" for name, why in result.left_alone]

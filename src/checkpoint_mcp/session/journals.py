@@ -9,7 +9,8 @@ The journals come from the first of these that names any:
    ``/checkpoint``, or ``python -m checkpoint_mcp``) with ``--journal`` (and ``--workflow-id``, and the
    ``--policy`` file, whose ``probe`` and ``idempotency`` tables tell which in-doubt calls settle themselves).
    ``${VAR}`` and ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the
-   project root.
+   project root. With them, the same of the project's local-scope servers in Claude Code's ``$HOME/.claude.json``
+   (``projects["<root>"].mcpServers``, where ``checkpoint init`` wraps the servers ``claude mcp add`` made).
 
 A workflow without ``--workflow-id`` is the proxy's default, the journal's absolute path (a URL: without its
 password). Reading goes through ``journal.digest`` only, read-only; a journal that cannot be read becomes a
@@ -122,6 +123,30 @@ def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSp
     servers = document.get("mcpServers") if isinstance(document, dict) else None
     if not isinstance(servers, dict):
         return [], []
+    return _specs_of(servers, root, environ), []
+
+
+def from_claude_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSpec], list[str]]:
+    """The journals of the project's local-scope ``checkpoint`` servers in ``$HOME/.claude.json`` (or
+    ``$CLAUDE_CONFIG_DIR/.claude.json``; none without either variable), and warnings about the file."""
+    folder = environ.get("CLAUDE_CONFIG_DIR") or environ.get("HOME")
+    if not folder:
+        return [], []
+    path = os.path.join(folder, ".claude.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return [], []
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return [], [f"{path} could not be read to find the project's journals: {exc}."]
+    projects = document.get("projects") if isinstance(document, dict) else None
+    project = projects.get(root) if isinstance(projects, dict) else None
+    servers = project.get("mcpServers") if isinstance(project, dict) else None
+    return (_specs_of(servers, root, environ) if isinstance(servers, dict) else []), []
+
+
+def _specs_of(servers: Mapping[str, Any], root: str, environ: Mapping[str, str]) -> list[JournalSpec]:
     specs: list[JournalSpec] = []
     for entry in servers.values():
         if not isinstance(entry, dict):
@@ -139,7 +164,7 @@ def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSp
             if not _is_url(location):
                 location = os.path.join(root, os.path.expanduser(location))
             specs.append(JournalSpec(location, spec.workflow, policy))
-    return specs, []
+    return specs
 
 
 def _policy_of(args: Sequence[str]) -> str | None:
@@ -180,6 +205,8 @@ def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[s
         specs = [JournalSpec(environ[JOURNAL_ENV], environ.get(WORKFLOW_ENV) or None)]
     if not specs:
         specs, warnings = from_mcp_json(root, environ)
+        local, local_warnings = from_claude_json(root, environ)
+        specs, warnings = [*specs, *local], [*warnings, *local_warnings]
         base = root
     found: dict[tuple[str, str], Journaled] = {}
     for spec in specs:

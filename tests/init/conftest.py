@@ -1,0 +1,17 @@
+"""Every `init` test runs with HOME (and XDG_DATA_HOME) in a temp folder and no CLAUDE_CONFIG_DIR: `init` reads and writes Claude Code's
+``~/.claude.json`` and ``~/.claude/settings.json``, and a test must never touch the real ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def temp_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    return home

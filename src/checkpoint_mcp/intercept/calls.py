@@ -29,7 +29,7 @@ from checkpoint_mcp.errors import (
     StillInFlight,
 )
 from checkpoint_mcp.intercept import repeats
-from checkpoint_mcp.intercept.policy import Repeat, ToolRule
+from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
@@ -46,7 +46,6 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
-from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.report import iso_before, operator_commands
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, raw_response_line, result_span, set_member
@@ -152,7 +151,7 @@ class CallJournal:
             if continued is not None:
                 return continued
         guarded: ToolRule | None = None
-        identity = self._identity(name, arguments)
+        identity = repeats.identity_of(self._config.policy, name, arguments)
         if hint is None and key is None and not read_only and self._config.policy is not None:
             answer, guarded = self._repeat(ident, unit, name, arguments, signature, identity)
             if answer is not None:
@@ -211,20 +210,6 @@ class CallJournal:
         """The line that answers ``ident`` from the finished ``record`` (a replay)."""
         return self._replay_line(ident, record)
 
-    def _identity(self, name: str, arguments: dict[str, Any]) -> str | None:
-        """The call's identity for repeats where its tool's policy names the part of the arguments that counts
-        (``match`` / ``ignore``); None where all of them count (the signature)."""
-        policy = self._config.policy
-        if policy is None:
-            return None
-        rule = policy.rule_for(name)
-        if rule.identity is None or not rule.journal:
-            return None
-        try:
-            return rule.identity.of(name, arguments)
-        except ValueError as exc:
-            raise InvalidCallParams(f"invalid params: arguments of {name!r} cannot be canonicalised: {exc}") from exc
-
     def _repeat(
         self, ident: Any, unit: UnitOfWork, name: str, arguments: dict[str, Any], signature: str, identity: str | None
     ) -> tuple[bytes | Unsettled | None, ToolRule | None]:
@@ -281,13 +266,9 @@ class CallJournal:
             action = repeats.Action.CONFIRMED
         if action is not repeats.Action.CONFIRMED or durable:
             repeats.record(unit, found, rule, action, call)
+        state = found.state.value
         logger.info(
-            "call %s repeats call #%d of %r (%s): %s",
-            call.tool,
-            found.seq,
-            found.workflow,
-            found.state.value,
-            action.value,
+            "call %s repeats call #%d of %r (%s): %s", call.tool, found.seq, found.workflow, state, action.value
         )
         if action in (repeats.Action.RAN_AGAIN, repeats.Action.CONFIRMED):
             return None
@@ -420,9 +401,7 @@ class CallJournal:
         """
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
         since = iso_before(timedelta(seconds=rule.window_seconds))
-        confirmed = None
-        if rule.repeat is Repeat.CONFIRM:
-            confirmed = self._confirmation(unit, call, rule, since)
+        confirmed = repeats.confirmation(unit, self._lineage, call, rule, since)
         found, reserved = self._journal.reserve_unless_repeat(
             self._lineage, since, seq, call.tool, stored, call.signature, None, call.identity, confirmed
         )
@@ -435,16 +414,6 @@ class CallJournal:
         workflow = self._lineage.head
         self._running[(workflow, seq)] = call.signature
         return Claimed(workflow, seq, call.tool, call.signature, durable=True)
-
-    def _confirmation(self, unit: UnitOfWork, call: repeats.RepeatCall, rule: ToolRule, since: str) -> Event | None:
-        """The event that records ``call`` as the confirmation of a refused repeat, if it may be one: the
-        COMPLETED original's newest repeat event asked for it, within ``confirm_within``."""
-        found = unit.read_signature(self._lineage, call.signature, since, call.identity)
-        if found is None or found.state is not CallState.COMPLETED:
-            return None
-        if not repeats.confirms(unit.newest_repeat(found.workflow, found.seq), rule):
-            return None
-        return repeats.event(found, rule, repeats.Action.CONFIRMED, call)
 
     def _withdraw(self, claimed: Claimed) -> None:
         """A call reserved durably at claim whose unit of work then failed was never sent: its row becomes FAILED

@@ -34,11 +34,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.difference import json_difference
-from checkpoint_mcp.errors import RepeatRefused
-from checkpoint_mcp.intercept.policy import Repeat, ToolRule
+from checkpoint_mcp.errors import InvalidCallParams, RepeatRefused
+from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
 from checkpoint_mcp.intercept.policy_report import format_seconds
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, UnitOfWork, utc_now
+from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, UnitOfWork, utc_now
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import CONFIRM_ASKED
 from checkpoint_mcp.journal.report import iso_before, operator_commands
@@ -70,6 +70,22 @@ class RepeatCall(NamedTuple):
     identity: str | None  # where its tool's policy names the part of the arguments that counts
 
 
+def identity_of(policy: Policy | None, tool: str, arguments: dict[str, Any]) -> str | None:
+    """A call's identity for repeats where its tool's policy names the part of the arguments that counts
+    (``match`` / ``ignore``); None where all of them count (the signature is the identity).
+
+    Raises:
+        InvalidCallParams: the arguments cannot be canonicalised.
+    """
+    rule = policy.rule_for(tool) if policy is not None else None
+    if rule is None or rule.identity is None or not rule.journal:
+        return None
+    try:
+        return rule.identity.of(tool, arguments)
+    except ValueError as exc:
+        raise InvalidCallParams(f"invalid params: arguments of {tool!r} cannot be canonicalised: {exc}") from exc
+
+
 def verdict(found: CallRecord, rule: ToolRule) -> Action:
     """What a repeat of ``found`` gets under ``rule`` (whose repeat is replay, refuse or confirm), before
     liveness and confirmation: a PENDING original is IN_DOUBT here (the caller tells in flight from in doubt),
@@ -90,6 +106,20 @@ def confirms(newest: tuple[dict[str, Any], str] | None, rule: ToolRule) -> bool:
         return False
     detail, at = newest
     return detail.get("action") == CONFIRM_ASKED and at >= iso_before(timedelta(seconds=rule.confirm_seconds))
+
+
+def confirmation(unit: UnitOfWork, lineage: Lineage, call: RepeatCall, rule: ToolRule, since: str) -> Event | None:
+    """The event that records ``call`` as the confirmation of a refused repeat, if it may be one (``repeat =
+    "confirm"``; the COMPLETED original's newest repeat event asked for it, within ``confirm_within``), for the
+    guarded reservation to link (``Journal.reserve_unless_repeat``)."""
+    if rule.repeat is not Repeat.CONFIRM:
+        return None
+    found = unit.read_signature(lineage, call.signature, since, call.identity)
+    if found is None or found.state is not CallState.COMPLETED:
+        return None
+    if not confirms(unit.newest_repeat(found.workflow, found.seq), rule):
+        return None
+    return event(found, rule, Action.CONFIRMED, call)
 
 
 def event(found: CallRecord, rule: ToolRule, action: Action, call: RepeatCall) -> Event:

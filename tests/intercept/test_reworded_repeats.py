@@ -139,3 +139,12 @@ def test_confirm_refuses_the_first_repeat_runs_the_second_from_a_fresh_proxy_and
     assert third["error"]["data"]["original"]["seq"] == 2  # the confirmed call is now the one repeated
     assert [e["action"] for e in repeat_events(location)] == ["confirm_asked", "confirmed", "confirm_asked"]
     assert verified(location)
+    shown = subprocess.run(
+        checkpoint_argv("journal", "show", "--journal", location, default_workflow_id(location)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "refused, asking for a confirmation" in shown
+    assert "confirmed: sent again within confirm_within, it ran again" in shown

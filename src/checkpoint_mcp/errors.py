@@ -42,6 +42,7 @@ journal stored under an old code is replayed under its new one (``current_code``
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final, NamedTuple
 
 from checkpoint_mcp.wire import set_member
@@ -416,8 +417,9 @@ class Divergence(CallRefused):
         detail = "; ".join(difference[:3]) + (" …" if len(difference) > 3 else "")
         message = (
             f"divergence: call #{seq} of workflow {workflow!r} is journaled as {journaled['tool']!r} "
-            f"with other arguments ({detail}); refusing to run a different call at a journaled step. "
-            f"Replay the journaled call, restart the proxy with --on-divergence fork, or {commands['release']}"
+            f"with other arguments ({detail}); refusing to run a different call at a journaled step. To get the "
+            "journaled result, send the call as it was journaled (the value before each arrow); else an operator can "
+            f"restart the proxy with --on-divergence fork, or run {commands['release']}"
         )
         super().__init__(
             message,
@@ -534,8 +536,13 @@ class JoinInFlight(CheckpointError):
 
 
 class RepeatRefused(CallRefused):
-    """A call with no sequence and no key repeats, by its content, a call of the workflow that completed within
-    the window, and its tool's policy says ``repeat = "refuse"``: it is not run again."""
+    """A call with no sequence and no key repeats, by its content (or by the part of it its tool's policy names),
+    a call of the workflow that completed within the window, and its tool's policy says ``repeat = "refuse"``, or
+    ``repeat = "confirm"`` and this is not yet the confirmation: it is not run.
+
+    The message stands alone (LLM clients hand the model nothing else): what ran, when, its result, how this call
+    differs from it, and what to do now.
+    """
 
     code = REPEAT_REFUSED
 
@@ -546,19 +553,37 @@ class RepeatRefused(CallRefused):
         seq: int,
         tool: str,
         started_at: str,
+        ago: str,
         result: str,
         window: str,
         runs_again_after: str,
         rule: str,
         commands: dict[str, str],
+        differences: Sequence[str] = (),
+        confirm_within: str | None = None,
     ) -> None:
+        ran = f"{tool} already ran {ago} ago (call #{seq}, at {started_at}) and returned: {result}."
+        differ = ""
+        if differences:
+            shown = "; ".join(differences[:3]) + (" …" if len(differences) > 3 else "")
+            differ = (
+                f" This call differs from that one only where the tool policy [{rule}] says it does not count: {shown}."
+            )
+        if confirm_within is not None:
+            message = (
+                f"repeat not run yet: {ran}{differ} If it is done, use that result and do not send it again. "
+                f"If it must really run a second time, send this call again within {confirm_within}: it will then run."
+            )
+        else:
+            message = (
+                f"repeat refused, not run: {ran}{differ} The tool policy [{rule}] refuses a repeat within {window}: "
+                f"treat it as done and use that result. If it must really run again, ask the user: an operator can "
+                f"let it run with {commands['release']}, or it can run after {runs_again_after}."
+            )
         super().__init__(
-            f"repeat refused: {tool} with these arguments already ran as call #{seq} of workflow {workflow!r} at "
-            f"{started_at} ({result}); the tool policy [{rule}] refuses a repeat within {window}, so it did not run "
-            f"again. Use the result above. To let it run again: {commands['release']} (forgets the original), "
-            f'or set repeat = "allow" for {tool} in the policy, or send it after {runs_again_after}',
+            message,
             {
-                "reason": "repeat",
+                "reason": "confirm" if confirm_within is not None else "repeat",
                 "workflow": workflow,
                 "tool": tool,
                 "original": {"workflow": workflow, "seq": seq, "state": "COMPLETED", "at": started_at},
@@ -567,5 +592,7 @@ class RepeatRefused(CallRefused):
                 "rule": rule,
                 "runsAgainAfter": runs_again_after,
                 "resolve": {"show": commands["show"], "release": commands["release"]},
+                **({"difference": list(differences)} if differences else {}),
+                **({"confirmWithin": confirm_within} if confirm_within is not None else {}),
             },
         )

@@ -10,6 +10,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
@@ -101,3 +103,72 @@ def test_the_same_new_call_sent_to_both_replicas_at_once_runs_once(pg_url: str, 
         else:  # refuse: one ran, the other was refused as a repeat (or joined the run in flight)
             assert any("result" in a for a in answers[n]), answers[n]
     assert {r.state for r in journal_calls(pg_url, WORKFLOW)} == {CallState.COMPLETED}
+
+
+def test_a_reworded_call_sent_to_both_replicas_at_once_runs_once_under_match(pg_url: str, tmp_path: Path) -> None:
+    """The two calls differ in their body, so not in their signature: the lookup, and the advisory lock that
+    serializes it across replicas, take the identity the policy names (/to, /subject)."""
+    rounds = 10
+    effects = tmp_path / "effects.jsonl"
+    policy = '[tools.send_email]\nrepeat = "refuse"\nmatch = ["/to", "/subject"]\n'
+    answers: list[list[Any]] = []
+    with fleet(pg_url, tmp_path, policy) as replicas, concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for n in range(rounds):
+            barrier = threading.Barrier(2)
+            futures = [
+                pool.submit(
+                    fire,
+                    barrier,
+                    replica,
+                    2 * n + i,
+                    "send_email",
+                    {"to": f"bob{n}@example.com", "subject": f"Invoice {n}", "body": f"wording {i}"},
+                )
+                for i, replica in enumerate(replicas)
+            ]
+            answers.append([future.result(timeout=DEFAULT_TIMEOUT) for future in futures])
+    done = [e for e in read_effects(effects) if e["event"] == "done"]
+    for n in range(rounds):
+        ran = [e for e in done if e["arguments"]["subject"] == f"Invoice {n}"]
+        assert len(ran) == 1, f"round {n}: the upstream ran the call {len(ran)} times: {answers[n]}"
+        assert sum("result" in a for a in answers[n]) == 1, answers[n]
+
+
+def asked_events(pg_url: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM events WHERE kind = %s AND detail LIKE %s", ("repeat", "%confirm_asked%")
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_a_confirmation_sent_to_both_replicas_at_once_runs_once(pg_url: str, tmp_path: Path) -> None:
+    """The refusal asked for one confirmation: the first replica to take it (in the transaction that reserves
+    the call, which re-reads the question under the identity's lock) runs it; the other is refused, asking again."""
+    rounds = 8
+    effects = tmp_path / "effects.jsonl"
+    policy = '[tools.send_email]\nrepeat = "confirm"\nmatch = ["/to"]\n'
+    answers: list[list[Any]] = []
+    questions = 0  # refusals that asked for a confirmation, durable in the journal
+    with fleet(pg_url, tmp_path, policy) as (a, b), concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for n in range(rounds):
+            to = f"bob{n}@example.com"
+            call(a, 10 * n, "send_email", {"to": to, "body": "first"})
+            asked = call(b, 10 * n + 1, "send_email", {"to": to, "body": "second"})
+            assert asked["error"]["data"]["reason"] == "confirm"
+            # A refusal is answered before its event commits (with the replica's next batch); the race under
+            # test is between the two confirmations, so both must be able to see the question first.
+            questions += 1
+            wait_until(lambda q=questions: asked_events(pg_url) == q, what="the refusal's question to be durable")
+            barrier = threading.Barrier(2)
+            futures = [
+                pool.submit(fire, barrier, replica, 10 * n + 2 + i, "send_email", {"to": to, "body": f"confirm {i}"})
+                for i, replica in enumerate((a, b))
+            ]
+            pair = [future.result(timeout=DEFAULT_TIMEOUT) for future in futures]
+            answers.append(pair)
+            questions += sum("error" in answer for answer in pair)  # a loser's refusal asks again
+            wait_until(lambda q=questions: asked_events(pg_url) == q, what="the losers' questions to be durable")
+    for n, pair in enumerate(answers):
+        assert sum("result" in answer for answer in pair) == 1, f"round {n}: {pair}"
+    assert done_count(effects, "send_email") == 2 * rounds

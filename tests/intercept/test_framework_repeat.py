@@ -66,5 +66,6 @@ def test_langchain_repeating_a_call_is_refused_under_repeat_refuse(framework_pyt
     first, second = run_agent(framework_python, tmp_path, '[default]\nrepeat = "refuse"\n')
     assert first["ok"]
     assert not second["ok"]
-    assert "repeat refused: send_email with these arguments already ran as call #1" in second["error"]
+    assert "repeat refused, not run: send_email already ran" in second["error"]
+    assert "(call #1," in second["error"]
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 1

@@ -171,7 +171,7 @@ def test_windows_are_durations(tmp_path: Path, window: str, seconds: float) -> N
         ("default = 3\n", "[default] must be a table"),
         ("tools = 3\n", "tools: must be tables"),
         ('[default]\nrepeet = "refuse"\n', "[default] repeet: unknown key"),
-        ('[default]\nrepeat = "deny"\n', '[default] repeat: must be one of "allow", "replay", "refuse" (got "deny")'),
+        ('[default]\nrepeat = "deny"\n', '[default] repeat: must be one of "allow", "replay", "refuse", "confirm"'),
         ("[default]\nrepeat = 1\n", "[default] repeat: must be one of"),
         ('[default]\nwindow = "24 hours"\n', "[default] window: cannot read duration '24 hours'"),
         ('[default]\nwindow = "0s"\n', "[default] window: the duration must be more than zero"),

@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import psycopg
+import pytest
 
 from checkpoint_mcp.errors import (
     ERROR_CODES,
     FAILED_BY_OPERATOR,
     IN_DOUBT,
     JOURNAL_WRITE_FAILED,
+    REPEAT_REFUSED,
     UPSTREAM_REFUSED,
     CallRefused,
     JournalWriteFailed,
     UpstreamRefused,
 )
-from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal import open_journal, postgres
+from checkpoint_mcp.journal.base import CallState, ResolveAction, utc_now
+from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
 from checkpoint_mcp.signature import call_signature
 from ledger import verified
 
-from support import ProxyProcess, done_count, journal_calls, server_cmd
+from support import ProxyProcess, checkpoint_argv, done_count, journal_calls, server_cmd
 
 
 def write_v1_journal(path: Path, workflow: str) -> None:
@@ -114,7 +121,7 @@ def test_a_version_2_journal_gains_the_replica_columns_and_keeps_its_calls_and_d
         records = journal.calls("wf")
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION
     assert "replica_id" in columns
     assert "replicas" in tables
     assert [(r.seq, r.state, r.key, r.replica) for r in records] == [
@@ -162,7 +169,7 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         events = journal.execute("SELECT workflow_id, seq, kind, detail, prev_hash FROM events").fetchall()
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
     assert "calls_by_signature" in indexes
     [(workflow, seq, kind, detail, prev)] = events
     assert (workflow, seq, kind, prev) == ("wf", None, "chain-start", "")
@@ -264,3 +271,88 @@ def test_a_version_3_journal_with_an_operators_failure_replays_it_under_the_new_
     assert failed["error"] == {**operator, "code": FAILED_BY_OPERATOR}
     assert done_count(effects) == 0
     verified(str(path))
+
+
+def write_v4_journal(path: Path) -> None:
+    """A journal exactly as schema version 4 left it: the v3 journal, migrated by the v4 statements and chained."""
+    write_v3_journal(path)
+    con = sqlite3.connect(path)
+    for statement in MIGRATIONS[4]:
+        con.execute(statement)
+    start_chains(con.execute, None, 3, utc_now())
+    con.execute("PRAGMA user_version = 4")
+    con.commit()
+    con.close()
+
+
+def write_v4_postgres_journal(url: str) -> None:
+    """A PostgreSQL journal exactly as schema version 4 left it, with no calls yet."""
+    with psycopg.connect(url) as conn:
+        for version in range(1, 5):
+            for statement in postgres.MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO checkpoint_meta VALUES ('application', 'checkpoint-journal'), ('schema_version', '4')"
+        )
+
+
+def verify(journal: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        checkpoint_argv("journal", "verify", "--journal", journal, "--json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def reworded_mail(journal: str, tmp_path: Path, policy: str, body: str) -> dict[str, Any]:
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--workflow-id", "wf")
+    with ProxyProcess(*argv, "--policy", policy, env=env) as p:
+        p.initialize()
+        reply = p.call("send_email", {"to": "bob", "subject": "Invoice", "body": body})
+        assert p.close() == 0, p.stderr
+    return reply
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        journal = str(tmp_path / "j.db")
+        write_v4_journal(Path(journal))
+    else:
+        journal = str(request.getfixturevalue("pg_url"))
+        write_v4_postgres_journal(journal)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.send_email]\nrepeat = "refuse"\nmatch = ["/to", "/subject"]\n', encoding="utf-8")
+    reworded_mail(journal, tmp_path, str(policy), "Hi Bob")
+    refused = reworded_mail(journal, tmp_path, str(policy), "Hello Bob, once more")
+    assert refused["error"]["code"] == REPEAT_REFUSED
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 1
+    code, report = verify(journal)
+    assert code == 0, report
+    if backend == "sqlite":
+        con = sqlite3.connect(journal)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        indexes = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        con.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
+        con.commit()
+        con.close()
+        assert version == SCHEMA_VERSION == 5
+        assert "calls_by_identity" in indexes
+    else:
+        with psycopg.connect(journal) as conn:
+            meta = conn.execute("SELECT value FROM checkpoint_meta WHERE key = 'schema_version'").fetchone()
+            indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'calls'")}
+            conn.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
+        assert meta == (str(SCHEMA_VERSION),)
+        assert "calls_by_identity" in indexes
+    code, report = verify(journal)
+    assert code == 1
+    assert "identity is" in json.dumps(report)  # a row whose identity was edited by hand is caught

@@ -152,8 +152,9 @@ class CallJournal:
             if continued is not None:
                 return continued
         guarded: ToolRule | None = None
+        identity = repeats.identity_of(self._config.policy, name, arguments)
         if hint is None and key is None and not read_only and self._config.policy is not None:
-            answer, guarded = self._repeat(ident, unit, name, signature)
+            answer, guarded = self._repeat(ident, unit, name, arguments, signature, identity)
             if answer is not None:
                 return answer
         seq, record = self._place(unit, hint, key)
@@ -166,7 +167,7 @@ class CallJournal:
         decision = decide(record, signature)
         if isinstance(decision, Proceed):
             guard = (ident, guarded) if guarded is not None else None
-            return self._reserve(unit, seq, name, arguments, signature, key, guard)
+            return self._reserve(unit, seq, name, arguments, signature, key, guard, identity)
         if isinstance(decision, InDoubtAt):
             return self.in_doubt(decision.record, seq, signature)
         if isinstance(decision, Diverge):
@@ -180,7 +181,7 @@ class CallJournal:
                     decision.record.workflow,
                     self._lineage.head,
                 )
-                return self._reserve(unit, seq, name, arguments, signature, key)
+                return self._reserve(unit, seq, name, arguments, signature, key, identity=identity)
             raise self._divergence(decision.record, name, arguments, signature)
         return self._replay_line(ident, decision.record)
 
@@ -211,7 +212,7 @@ class CallJournal:
         return self._replay_line(ident, record)
 
     def _repeat(
-        self, ident: Any, unit: UnitOfWork, name: str, signature: str
+        self, ident: Any, unit: UnitOfWork, name: str, arguments: dict[str, Any], signature: str, identity: str | None
     ) -> tuple[bytes | Unsettled | None, ToolRule | None]:
         """A call with no sequence and no key, under a policy: the answer if it repeats a journaled call by its
         content (see ``repeats``), None if it is to run (no such call, or the original FAILED); and the rule under
@@ -238,32 +239,42 @@ class CallJournal:
                 # Reserved by another session of this process and not yet committed: no row shows it yet.
                 self._refuse_if_running(None, workflow, seq, name, signature)
         since = iso_before(timedelta(seconds=rule.window_seconds))
-        found = unit.read_signature(self._lineage, signature, since)
+        found = unit.read_signature(self._lineage, signature, since, identity)
         if found is None:
             return None, guarded
-        return self._answer_repeat(ident, unit, name, signature, rule, found), guarded
+        call = repeats.RepeatCall(name, arguments, signature, identity)
+        answer = self._answer_repeat(ident, unit, call, rule, found, durable=guarded is None)
+        return answer, guarded
 
     def _answer_repeat(
-        self, ident: Any, unit: UnitOfWork, name: str, signature: str, rule: ToolRule, found: CallRecord
+        self, ident: Any, unit: UnitOfWork, call: repeats.RepeatCall, rule: ToolRule, found: CallRecord, durable: bool
     ) -> bytes | Unsettled | None:
-        """What a repeat of ``found`` gets (see ``_repeat``); its audit record is queued in ``unit``."""
+        """What a repeat of ``found`` gets (see ``_repeat``); its audit record is queued in ``unit``, except a
+        confirmation's where ``durable`` is false: the guarded reservation links it (``_reserve_unless_repeat``)."""
+        signature = call.signature
         action = repeats.verdict(found, rule)
         if action is repeats.Action.IN_DOUBT:
             refusal = self._pending(found, found.seq, signature)  # raises JoinInFlight to join a live original
             if refusal.data.get("reason") == "in_flight":
                 action = repeats.Action.IN_FLIGHT
-            repeats.record(unit, found, rule, action, signature)
+            repeats.record(unit, found, rule, action, call)
             if action is repeats.Action.IN_DOUBT:
                 return self.in_doubt(found, found.seq, signature)  # settled by the policy, or refused
             raise refusal
-        repeats.record(unit, found, rule, action, signature)
+        if action is repeats.Action.CONFIRM_ASKED and repeats.confirms(
+            unit.newest_repeat(found.workflow, found.seq), rule
+        ):
+            action = repeats.Action.CONFIRMED
+        if action is not repeats.Action.CONFIRMED or durable:
+            repeats.record(unit, found, rule, action, call)
+        state = found.state.value
         logger.info(
-            "call %s repeats call #%d of %r (%s): %s", name, found.seq, found.workflow, found.state.value, action.value
+            "call %s repeats call #%d of %r (%s): %s", call.tool, found.seq, found.workflow, state, action.value
         )
-        if action is repeats.Action.RAN_AGAIN:
+        if action in (repeats.Action.RAN_AGAIN, repeats.Action.CONFIRMED):
             return None
-        if action is repeats.Action.REFUSED:
-            raise repeats.refusal(found, rule, self._where)
+        if action in (repeats.Action.REFUSED, repeats.Action.CONFIRM_ASKED):
+            raise repeats.refusal(found, rule, self._where, call, self._config.redact_args)
         return repeats.replay_line(ident, found)
 
     def _pending(self, found: CallRecord, seq: int, signature: str) -> InDoubt:
@@ -359,14 +370,16 @@ class CallJournal:
         signature: str,
         key: str | None,
         guard: tuple[Any, ToolRule] | None = None,
+        identity: str | None = None,
     ) -> Claimed | Unsettled | bytes:
         """Reserve the call in ``unit``; ``guard`` (the request's id and its repeat rule): reserve it durably now,
         unless it turns out to repeat a call journaled meanwhile (``_reserve_unless_repeat``)."""
         if guard is not None:
-            return self._reserve_unless_repeat(guard[0], unit, seq, name, arguments, signature, guard[1])
+            call = repeats.RepeatCall(name, arguments, signature, identity)
+            return self._reserve_unless_repeat(guard[0], unit, seq, call, guard[1])
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
         workflow = self._lineage.head
-        unit.reserve(workflow, seq, name, stored, signature, key)
+        unit.reserve(workflow, seq, name, stored, signature, key, identity)
         self._running[(workflow, seq)] = signature
         return Claimed(workflow, seq, name, signature, key=key)
 
@@ -375,29 +388,33 @@ class CallJournal:
         ident: Any,
         unit: UnitOfWork,
         seq: int,
-        name: str,
-        arguments: dict[str, Any],
-        signature: str,
+        call: repeats.RepeatCall,
         rule: ToolRule,
     ) -> Claimed | Unsettled | bytes:
-        """Reserve a new call under a repeat rule durably now, unless a call with its signature was journaled
-        meanwhile (by another replica, within milliseconds): then the call is a repeat of that one.
+        """Reserve a new call under a repeat rule durably now, unless a call with its identity was journaled
+        meanwhile (by another replica, within milliseconds): then the call is a repeat of that one. A call that
+        confirms a refused repeat (``repeat = "confirm"``) is reserved over the original in the same transaction
+        that records the confirmation, so that of two replicas given it at once only one runs it.
 
         Raises:
             CallRefused: as ``_repeat``.
             JournalError: the journal could not be read or written (nothing was reserved).
         """
-        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(arguments)
+        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
         since = iso_before(timedelta(seconds=rule.window_seconds))
-        found, reserved = self._journal.reserve_unless_repeat(self._lineage, since, seq, name, stored, signature)
+        confirmed = repeats.confirmation(unit, self._lineage, call, rule, since)
+        found, reserved = self._journal.reserve_unless_repeat(
+            self._lineage, since, seq, call.tool, stored, call.signature, None, call.identity, confirmed
+        )
         if not reserved:
             assert found is not None
-            answer = self._answer_repeat(ident, unit, name, signature, rule, found)
-            assert answer is not None  # only a FAILED original lets the call run, and then it was reserved
+            answer = self._answer_repeat(ident, unit, call, rule, found, durable=False)
+            if answer is None:  # a confirmation another replica took first: this one is a repeat again
+                raise repeats.refusal(found, rule, self._where, call, self._config.redact_args)
             return answer
         workflow = self._lineage.head
-        self._running[(workflow, seq)] = signature
-        return Claimed(workflow, seq, name, signature, durable=True)
+        self._running[(workflow, seq)] = call.signature
+        return Claimed(workflow, seq, call.tool, call.signature, durable=True)
 
     def _withdraw(self, claimed: Claimed) -> None:
         """A call reserved durably at claim whose unit of work then failed was never sent: its row becomes FAILED

@@ -7,7 +7,8 @@ The file's shape (docs/policies.md documents every key)::
     window = "24h"                 # how far back a repeat is looked for
 
     [tools.send_email]             # an exact tool name
-    repeat = "replay"
+    repeat = "replay"              # or "confirm": refused once, runs when sent again within confirm_within
+    match = ["/to", "/subject"]    # the call's identity for repeats (or ignore = [...]; repeat_identity.py)
     [tools.send_email.probe]       # a read-only tool that says whether an in-doubt call landed
     tool = "list_outbox"
     arguments = { to = "/to", subject = "/subject" }      # JSON pointers into the in-doubt call's arguments
@@ -26,7 +27,8 @@ The file's shape (docs/policies.md documents every key)::
 Which rule a tool gets: an exact name wins over every glob; among matching globs the one with more literal
 (non-wildcard) characters wins, then the one with fewer wildcards, then the one written first in the file.
 Keys the winning table leaves out come from ``[default]``, then from the built-in defaults (journal, repeat
-allow, window 24h), which are exactly Checkpoint's behaviour without a policy.
+allow, window 24h, confirm_within 10m), which are exactly Checkpoint's behaviour without a policy. ``match``,
+``ignore`` and ``normalize`` belong to one tool's table: pointers name one tool's arguments.
 
 Everything is checked here, once, so the hot path never re-checks: an unknown table or key, a wrong type, a bad
 glob, duration, pointer or matcher is a ``UsageError`` naming the file, the table and the key.
@@ -46,13 +48,17 @@ from typing import Any, Final
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
+from checkpoint_mcp.intercept.repeat_identity import IDENTITY_KEYS, IdentityRule, parse_identity
 
 DEFAULT_WINDOW: Final = 24 * 3600.0  # seconds a repeat is looked for, when no table says
 DEFAULT_PROBE_TIMEOUT: Final = 10.0  # seconds a probe may take before the call stays in doubt
+DEFAULT_CONFIRM_WITHIN: Final = 600.0  # seconds a refused repeat may be confirmed in, under repeat = "confirm"
 _DURATION: Final = re.compile(r"(\d+)([smhdw])")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_RULE_KEYS: Final = frozenset({"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent"})
+_RULE_KEYS: Final = frozenset(
+    {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", *IDENTITY_KEYS}
+)
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
 _MATCHER_TESTS: Final = ("equals", "exists", "contains", "nonempty")
 
@@ -62,7 +68,8 @@ class Repeat(StrEnum):
 
     ALLOW = "allow"  # runs again at the next sequence: Checkpoint's behaviour without a policy
     REPLAY = "replay"  # the original's stored result, as a replay
-    REFUSE = "refuse"  # error REPEAT_REFUSED, naming the original
+    REFUSE = "refuse"  # RepeatRefused, naming the original
+    CONFIRM = "confirm"  # RepeatRefused once; the same call sent again within confirm_within runs
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ class ToolRule:
     idempotency: Idempotency | None = None
     read_only: bool = False  # declared in the policy: no side effect, may serve as a probe, never a repeat
     idempotent: bool = False  # the server's promise (idempotentHint): a repeat runs, an in-doubt call is re-sent
+    identity: IdentityRule | None = None  # what part of the arguments makes a repeat; None: all of them
+    confirm_seconds: float = DEFAULT_CONFIRM_WITHIN  # under repeat = "confirm": how long a refusal may be confirmed
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`
 
     @property
@@ -255,7 +264,7 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
         if key not in ("default", "tools"):
             raise UsageError(f"{name}: unknown top-level key {key!r}: a policy has only [default] and [tools.NAME]")
     default_keys = _rule_keys(document.get("default", {}), name, "default")
-    for key in ("probe", "idempotency", "read_only", "idempotent"):
+    for key in ("probe", "idempotency", "read_only", "idempotent", *sorted(IDENTITY_KEYS)):
         if key in default_keys:
             raise UsageError(f"{name}: [default] {key}: belongs to one tool; put it under [tools.NAME]")
     default = _build_rule({}, default_keys, "default")
@@ -311,8 +320,13 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
         if key not in _RULE_KEYS:
             raise UsageError(f"{name}: [{where}] {key}: unknown key; a rule has {', '.join(sorted(_RULE_KEYS))}")
         checked[key] = _rule_value(key, value, name, where)
+    if "confirm_within" in checked and checked.get("repeat", Repeat.CONFIRM) is not Repeat.CONFIRM:
+        raise UsageError(
+            f'{name}: [{where}] confirm_within: applies to repeat = "confirm" only (this table says repeat = '
+            f'"{checked["repeat"].value}"); remove one of the two'
+        )
     if checked.get("journal") is False:
-        for key in ("repeat", "window", "probe", "idempotency", "idempotent"):
+        for key in ("repeat", "window", "probe", "idempotency", "idempotent", "confirm_within", *sorted(IDENTITY_KEYS)):
             if key in checked:
                 raise UsageError(
                     f"{name}: [{where}] {key}: has no effect with journal = false (an unjournaled call is never "
@@ -325,6 +339,8 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
                     f"{name}: [{where}] {key}: conflicts with idempotent = true (a repeat of an idempotent tool "
                     "runs, and an in-doubt call is re-sent as is); remove one of the two"
                 )
+    if where != "default":  # [default] refuses these keys by name (parse_policy)
+        checked["identity"] = parse_identity(checked, f"{name}: [{where}]")
     return checked
 
 
@@ -336,10 +352,12 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
         return value
     if key == "repeat":
         if value not in tuple(Repeat):
-            raise UsageError(f'{at}: must be one of "allow", "replay", "refuse" (got {_toml_value(value)})')
+            raise UsageError(f'{at}: must be one of "allow", "replay", "refuse", "confirm" (got {_toml_value(value)})')
         return Repeat(value)
-    if key == "window":
+    if key in ("window", "confirm_within"):
         return parse_window(value, at)
+    if key in IDENTITY_KEYS:
+        return value  # checked as a whole by parse_identity: match and ignore exclude each other
     if key == "probe":
         return _probe(value, name, f"{where}.probe")
     return _idempotency(value, at)
@@ -357,6 +375,8 @@ def _build_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], source: st
         idempotency=merged.get("idempotency"),
         read_only=merged.get("read_only", False),
         idempotent=idempotent,
+        identity=keys.get("identity"),
+        confirm_seconds=merged.get("confirm_within", DEFAULT_CONFIRM_WITHIN),
         source=source,
     )
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.intercept.policy import Policy, ToolRule
+from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
 
 
 def tools_from_json(text: str) -> list[dict[str, Any]]:
@@ -80,7 +80,15 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         else None,
         "probe": None,
         "idempotency": None,
+        # What makes a repeat: all the arguments, or a part of them (match / ignore).
+        "identity": None,
+        "confirmWithinSeconds": None,
     }
+    catches = journaled and rule.catches_repeats and not hinted
+    if catches and rule.identity is not None:
+        row["identity"] = rule.identity.describe()
+    if catches and rule.repeat is Repeat.CONFIRM:
+        row["confirmWithinSeconds"] = rule.confirm_seconds
     if rule.probe is not None and journaled:
         probe = rule.probe
         row["probe"] = {
@@ -107,6 +115,10 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         repeat = row["repeat"]
         if row["windowSeconds"] is not None:
             repeat += f" within {format_seconds(row['windowSeconds'])}"
+        if row["confirmWithinSeconds"] is not None:
+            repeat += f" (runs if sent again within {format_seconds(row['confirmWithinSeconds'])})"
+        if row["identity"] is not None:
+            repeat += f", same call by {row['identity']}"
         lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
         if row["probe"] is not None:
             probe = row["probe"]

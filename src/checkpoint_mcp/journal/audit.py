@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.chain import Link
 
-ROW_FIELDS = ("tool", "arguments", "signature", "state", "outcome", "started_at", "finished_at", "key")
+ROW_FIELDS = ("tool", "arguments", "signature", "identity", "state", "outcome", "started_at", "finished_at", "key")
 
 
 class Break(NamedTuple):

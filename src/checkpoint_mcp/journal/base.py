@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from checkpoint_mcp.journal.chain import Link
+from checkpoint_mcp.journal.chain import Event, Link
 
 REDACTED_ARGUMENTS = '"«redacted»"'
 """What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
@@ -55,6 +55,7 @@ class CallRecord(NamedTuple):
     finished_at: str | None
     key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
     replica: str | None = None  # the `checkpoint serve` replica that reserved it, while it may still be running
+    identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
 
     @property
     def redacted(self) -> bool:
@@ -258,16 +259,31 @@ class UnitOfWork(ABC):
         """The row that counts for idempotency key ``key`` in ``lineage``, or None."""
 
     @abstractmethod
-    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
-        """The row of ``lineage`` with ``signature`` started at ``since`` or later, this unit's pending rows
-        included (a tool policy's repeat lookup). Among several: the newest COMPLETED one, else the newest
-        PENDING one, else the newest FAILED one, so that a call that completed once is never run again."""
+    def read_signature(
+        self, lineage: Lineage, signature: str, since: str, identity: str | None = None
+    ) -> CallRecord | None:
+        """The row of ``lineage`` with ``signature`` (with ``identity``, when given: its tool's policy names the
+        part of the arguments that counts) started at ``since`` or later, this unit's pending rows included (a
+        tool policy's repeat lookup). Among several: the newest COMPLETED one, else the newest PENDING one, else
+        the newest FAILED one, so that a call that completed once is never run again."""
+
+    @abstractmethod
+    def newest_repeat(self, workflow: str, seq: int) -> tuple[dict[str, Any], str] | None:
+        """The detail and time of the newest ``repeat`` event of call ``seq`` of ``workflow``, this unit's queued
+        events included (None: it has none): whether a refused repeat awaits its confirmation."""
 
     @abstractmethod
     def reserve(
-        self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+        self,
+        workflow: str,
+        seq: int,
+        tool: str,
+        arguments: str,
+        signature: str,
+        key: str | None = None,
+        identity: str | None = None,
     ) -> None:
-        """Insert a PENDING row (at commit)."""
+        """Insert a PENDING row (at commit); ``identity``: the call's identity for repeats, where it has one."""
 
     @abstractmethod
     def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
@@ -368,12 +384,22 @@ class Journal(ABC):
 
     @abstractmethod
     def reserve_unless_repeat(
-        self, lineage: Lineage, since: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+        self,
+        lineage: Lineage,
+        since: str,
+        seq: int,
+        tool: str,
+        arguments: str,
+        signature: str,
+        key: str | None = None,
+        identity: str | None = None,
+        confirmed: Event | None = None,
     ) -> tuple[CallRecord | None, bool]:
         """A tool policy's repeat lookup and the reservation of a new call as one durable transaction, serialized
-        per (lineage, signature) across every process sharing the journal: the row that decides the repeat (as
-        ``UnitOfWork.read_signature``, None: none) and whether a PENDING row was inserted at ``seq`` of the
-        lineage's head (only when no COMPLETED or PENDING call has the signature since ``since``).
+        per (lineage, identity or signature) across every process sharing the journal: the row that decides the
+        repeat (as ``UnitOfWork.read_signature``, None: none) and whether a PENDING row was inserted at ``seq`` of
+        the lineage's head (only when no COMPLETED or PENDING call has the identity since ``since``, or the call
+        confirms a refused repeat of the COMPLETED one: see ``RepeatGuard.reserve_unless_repeat``).
 
         Raises:
             JournalError: the journal could not be read or written (nothing was reserved).

@@ -258,9 +258,11 @@ def row_digest(
     started_at: str,
     finished_at: str | None,
     key: str | None,
+    identity: str | None = None,
 ) -> dict[str, Any]:
-    """The columns of a call row the chain vouches for, with its texts as digests."""
-    return {
+    """The columns of a call row the chain vouches for, with its texts as digests (``identity`` only where the
+    call has one, so that rows and chains written before schema 5 read as they did)."""
+    digest: dict[str, Any] = {
         "tool": tool,
         "arguments": text_digest(arguments),
         "signature": signature,
@@ -270,17 +272,21 @@ def row_digest(
         "finished_at": finished_at,
         "key": key,
     }
+    if identity is not None:
+        digest["identity"] = identity
+    return digest
 
 
 def _nullable(text: str | None) -> str:
     return "null" if text is None else _string(text)
 
 
-def reserved_detail(tool: str, arguments: str, signature: str, key: str | None) -> str:
-    """The canonical text of a ``reserved`` event's detail (``{"arguments", "key", "signature", "tool"}``),
-    written directly: it is on every journaled call's path."""
+def reserved_detail(tool: str, arguments: str, signature: str, key: str | None, identity: str | None = None) -> str:
+    """The canonical text of a ``reserved`` event's detail (``{"arguments", "identity", "key", "signature",
+    "tool"}``, ``identity`` only where the call has one), written directly: it is on every journaled call's path."""
+    named = f'"identity":{_string(identity)},' if identity is not None else ""
     return (
-        f'{{"arguments":{_nullable(text_digest(arguments))},"key":{_nullable(key)},'
+        f'{{"arguments":{_nullable(text_digest(arguments))},{named}"key":{_nullable(key)},'
         f'"signature":{_string(signature)},"tool":{_string(tool)}}}'
     )
 
@@ -308,6 +314,8 @@ def row_after(rows: dict[int, dict[str, Any]], link: Link, detail: Mapping[str, 
             "finished_at": None,
             "key": detail.get("key"),
         }
+        if "identity" in detail:
+            rows[seq]["identity"] = detail["identity"]
     elif link.kind in ("completed", "failed") and seq is not None and seq in rows:
         rows[seq] = {**rows[seq], "state": link.kind.upper(), "outcome": detail.get("outcome"), "finished_at": link.at}
     elif link.kind == "resolved" and seq is not None and seq in rows:

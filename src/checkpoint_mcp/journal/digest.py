@@ -129,7 +129,8 @@ class Repeat:
     """The original call's sequence."""
     tool: str
     action: str
-    """``replayed``, ``refused``, ``in_doubt``, ``in_flight`` or ``ran_again`` (see ``intercept/repeats.py``)."""
+    """``replayed``, ``refused``, ``in_doubt``, ``in_flight``, ``ran_again``, ``confirm_asked`` or ``confirmed``
+    (see ``intercept/repeats.py``)."""
     at: str
 
 

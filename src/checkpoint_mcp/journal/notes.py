@@ -24,6 +24,8 @@ _ACTIONS: Final = {
     "in_doubt": "refused: the original is in doubt",
     "in_flight": "refused: the original was still in flight",
     "ran_again": "ran again: the original had failed",
+    "confirm_asked": 'refused, asking for a confirmation (repeat = "confirm")',
+    "confirmed": "confirmed: sent again within confirm_within, it ran again",
 }
 
 

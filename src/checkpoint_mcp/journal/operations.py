@@ -94,7 +94,7 @@ def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], lis
 def _call_rows(records: list[CallRecord]) -> dict[int, dict[str, Any]]:
     return {
         r.seq: chain.row_digest(
-            r.tool, r.arguments, r.signature, r.state.value, r.outcome, r.started_at, r.finished_at, r.key
+            r.tool, r.arguments, r.signature, r.state.value, r.outcome, r.started_at, r.finished_at, r.key, r.identity
         )
         for r in records
     }

@@ -28,9 +28,9 @@ Execute = Callable[[str, Sequence[Any]], Any]
 ExecuteMany = Callable[[str, Sequence[Sequence[Any]]], None]
 
 INSERT_CALLS = (
-    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id)"
-    " SELECT w, s, t, a, g, 'PENDING', st, k, r FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[],"
-    " %b::text[], %b::text[], %b::text[], %b::text[]) AS u(w, s, t, a, g, st, k, r)"
+    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
+    " identity) SELECT w, s, t, a, g, 'PENDING', st, k, r, i FROM unnest(%b::text[], %b::bigint[], %b::text[],"
+    " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[]) AS u(w, s, t, a, g, st, k, r, i)"
 )
 """``INSERT_CALL`` for every row at once (its parameters, column by column)."""
 

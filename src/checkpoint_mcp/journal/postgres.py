@@ -66,6 +66,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     3: _COMMON[3],
     4: _COMMON[4],
+    5: _COMMON[5],
 }
 """version -> statements that bring a journal from version-1 to version."""
 

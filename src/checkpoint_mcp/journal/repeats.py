@@ -1,14 +1,16 @@
-"""A tool policy's repeat lookup: the journaled call of a lineage with a given signature, within a window.
+"""A tool policy's repeat lookup: the journaled call of a lineage with a given identity, within a window.
 
-One indexed read per branch of the lineage (``calls_by_signature (workflow_id, signature, started_at)``, schema
-v4), so it stays a handful of rows however long the journal. Among several matches the one that decides is the
-newest COMPLETED call, else the newest PENDING one, else the newest FAILED one: a call that completed once is
-never run again because a later attempt failed.
+A call's identity is its signature, or, where its tool's policy names the part of the arguments that counts
+(``match`` / ``ignore``), the hash of that part, stored in the ``identity`` column (schema v5). One indexed read
+per branch of the lineage (``calls_by_signature (workflow_id, signature, started_at)``, schema v4, or the partial
+``calls_by_identity``), so it stays a handful of rows however long the journal. Among several matches the one
+that decides is the newest COMPLETED call, else the newest PENDING one, else the newest FAILED one: a call that
+completed once is never run again because a later attempt failed.
 
 Where replicas share the journal, the lookup and the reservation of a new call must be one step, else two
 replicas that receive the same call within a few milliseconds both find nothing and both run it.
 ``RepeatGuard.reserve_unless_repeat`` makes them one transaction that first takes a lock on the call's
-(lineage, signature) (``lock_signature``: a transaction-scoped advisory lock on PostgreSQL; nothing on SQLite,
+(lineage, identity) (``lock_signature``: a transaction-scoped advisory lock on PostgreSQL; nothing on SQLite,
 whose write transaction already excludes every other writer): the second replica waits for the first's commit and
 then finds its PENDING row.
 """
@@ -16,6 +18,7 @@ then finds its PENDING row.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -37,9 +40,14 @@ def find_repeat(
     lineage: Lineage,
     signature: str,
     since: str,
+    identity: str | None = None,
 ) -> CallRecord | None:
-    """The row that decides a repeat: ``one`` runs a query for one row, ``pending`` are the unit's own rows."""
-    waiting = [row for row in pending if row.signature == signature and row.started_at >= since]
+    """The row that decides a repeat: ``one`` runs a query for one row, ``pending`` are the unit's own rows.
+
+    ``identity``: look the call up by it (its tool's policy names a part of the arguments), not by ``signature``.
+    """
+    column, value = ("identity", identity) if identity is not None else ("signature", signature)
+    waiting = [row for row in pending if getattr(row, column) == value and row.started_at >= since]
     found: list[CallRecord] = []
     for branch, start, limit in lineage.ranges():
         found.extend(
@@ -47,8 +55,8 @@ def find_repeat(
             for row in waiting
             if row.workflow == branch.workflow and row.seq >= start and (limit is None or row.seq < limit)
         )
-        sql = f"SELECT {columns} FROM calls WHERE workflow_id = ? AND signature = ? AND started_at >= ? AND seq >= ?"
-        params: tuple[Any, ...] = (branch.workflow, signature, since, start)
+        sql = f"SELECT {columns} FROM calls WHERE workflow_id = ? AND {column} = ? AND started_at >= ? AND seq >= ?"
+        params: tuple[Any, ...] = (branch.workflow, value, since, start)
         if limit is not None:
             sql += " AND seq < ?"
             params += (limit,)
@@ -62,13 +70,14 @@ def find_repeat(
 
 
 INSERT_CALL = (
-    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id)"
-    " VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?)"
+    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
+    " identity) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?)"
 )
 
 
 def signature_lock_key(root: str, signature: str) -> int:
-    """The advisory lock id of one signature in one lineage: 64 bits of SHA-256, as a signed bigint."""
+    """The advisory lock id of one signature (or identity: never equal to a signature) in one lineage: 64 bits
+    of SHA-256, as a signed bigint."""
     digest = hashlib.sha256(f"repeat\0{root}\0{signature}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
@@ -91,27 +100,56 @@ class RepeatGuard(Statements):
         arguments: str,
         signature: str,
         key: str | None = None,
+        identity: str | None = None,
+        confirmed: Event | None = None,
     ) -> tuple[CallRecord | None, bool]:
-        """Look the signature up and, unless a COMPLETED or PENDING call has it, reserve the call at ``seq`` of
-        the lineage's head: one durable transaction, serialized per (lineage, signature) (see
+        """Look the identity (or signature) up and, unless a COMPLETED or PENDING call has it, reserve the call at
+        ``seq`` of the lineage's head: one durable transaction, serialized per (lineage, identity) (see
         ``Journal.reserve_unless_repeat``). Returns the row that decides the repeat (None: none) and whether the
         call was reserved.
+
+        ``confirmed``: the call confirms a refused repeat (``repeat = "confirm"``) of the COMPLETED call this event
+        names; it is reserved over that call, and the event linked, only while that call's newest repeat event is
+        still the refusal that asked for the confirmation (``newest_repeat_txn``), so that of two replicas given
+        the confirmation at once only one runs it.
 
         Raises:
             JournalError: the journal could not be read or written (nothing was reserved).
         """
         with self.transaction():
-            self.lock_signature(lineage.root, signature)
+            self.lock_signature(lineage.root, identity or signature)
 
             def one(sql: str, params: tuple[Any, ...]) -> Any:
                 return self.execute(sql, params).fetchone()
 
-            found = find_repeat(one, COLUMNS, call_record, (), lineage, signature, since)
+            found = find_repeat(one, COLUMNS, call_record, (), lineage, signature, since, identity)
+            events: list[Event] = []
             if found is not None and found.state is not CallState.FAILED:
-                return found, False
+                passing = confirmed is not None and (found.workflow, found.seq) == (confirmed.workflow, confirmed.seq)
+                newest = newest_repeat_txn(one, found.workflow, found.seq) if passing else None
+                if confirmed is None or newest is None or newest[0].get("action") != CONFIRM_ASKED:
+                    return found, False
+                events.append(confirmed)
             now = utc_now()
             workflow = lineage.head
-            self.execute(INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, self.replica_id))
-            detail = chain.reserved_detail(tool, arguments, signature, key)
-            self.link_txn([Event(workflow, "reserved", seq, detail, now)])
+            self.execute(INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, self.replica_id, identity))
+            detail = chain.reserved_detail(tool, arguments, signature, key, identity)
+            self.link_txn([*events, Event(workflow, "reserved", seq, detail, now)])
         return found, True
+
+
+CONFIRM_ASKED = "confirm_asked"
+"""The ``action`` of a repeat event that refused a repeat and asked for its confirmation (``repeat = "confirm"``)."""
+
+
+def newest_repeat_txn(
+    one: Callable[[str, tuple[Any, ...]], Sequence[Any] | None], workflow: str, seq: int
+) -> tuple[dict[str, Any], str] | None:
+    """The detail and time of the newest repeat event of call ``seq`` of ``workflow`` (None: it has none)."""
+    row = one(
+        "SELECT detail, at FROM events WHERE workflow_id = ? AND seq = ? AND kind = 'repeat' ORDER BY id DESC LIMIT 1",
+        (workflow, seq),
+    )
+    if not row:
+        return None
+    return json.loads(row[0]), str(row[1])

@@ -11,7 +11,8 @@ from checkpoint_mcp.journal.base import CallRecord, CallState
 from checkpoint_mcp.journal.chain import Event
 
 COLUMNS = (
-    "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key, replica_id"
+    "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key,"
+    " replica_id, identity"
 )
 """Every column of ``calls``, in the order ``record`` reads them."""
 
@@ -30,6 +31,7 @@ def record(row: Sequence[Any]) -> CallRecord:
         finished_at=row[8],
         key=row[9],
         replica=row[10],
+        identity=row[11],
     )
 
 

@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -98,5 +98,12 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             "CREATE INDEX events_by_workflow ON events (workflow_id, id)",
             # Tool policies look for an earlier call with the same signature (a repeat).
             "CREATE INDEX calls_by_signature ON calls (workflow_id, signature, started_at)",
+        ),
+        5: (
+            # A call's identity for repeats where its tool's policy says which part of the arguments counts
+            # (match / ignore); NULL where all of them count and the signature is the identity. Only such calls
+            # are in the (partial) index, so it costs nothing to a journal whose policies name no part.
+            "ALTER TABLE calls ADD COLUMN identity TEXT",
+            "CREATE INDEX calls_by_identity ON calls (workflow_id, identity, started_at) WHERE identity IS NOT NULL",
         ),
     }

@@ -9,6 +9,7 @@ they compare as strings and read the same everywhere.
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -32,7 +33,7 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat
+from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat, newest_repeat_txn
 from checkpoint_mcp.journal.rows import COLUMNS
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
@@ -97,9 +98,20 @@ class _SqlUnit(UnitOfWork):
         self._branches.clear()
         for sql, params, _ in self._ops:
             if sql is _INSERT_CALL:
-                workflow, seq, tool, arguments, signature, now, key, replica = params
+                workflow, seq, tool, arguments, signature, now, key, replica, identity = params
                 record = CallRecord(
-                    workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica
+                    workflow,
+                    seq,
+                    tool,
+                    arguments,
+                    signature,
+                    CallState.PENDING,
+                    None,
+                    now,
+                    None,
+                    key,
+                    replica,
+                    identity,
                 )
                 self._rows[(workflow, seq)] = record
                 if key is not None:
@@ -144,18 +156,39 @@ class _SqlUnit(UnitOfWork):
                 return _record(row)
         return None
 
-    def read_signature(self, lineage: Lineage, signature: str, since: str) -> CallRecord | None:
+    def read_signature(
+        self, lineage: Lineage, signature: str, since: str, identity: str | None = None
+    ) -> CallRecord | None:
         rows = [*self._rows.values(), *(row for overlay in self._taken for row in overlay.rows.values())]
-        return find_repeat(self._one, COLUMNS, _record, rows, lineage, signature, since)
+        return find_repeat(self._one, COLUMNS, _record, rows, lineage, signature, since, identity)
+
+    def newest_repeat(self, workflow: str, seq: int) -> tuple[dict[str, Any], str] | None:
+        for _, _, event in reversed(self._ops):
+            if event is not None and event.kind == "repeat" and (event.workflow, event.seq) == (workflow, seq):
+                detail = event.detail
+                return (json.loads(detail) if isinstance(detail, str) else dict(detail)), event.at
+        return newest_repeat_txn(self._one, workflow, seq)
 
     def reserve(
-        self, workflow: str, seq: int, tool: str, arguments: str, signature: str, key: str | None = None
+        self,
+        workflow: str,
+        seq: int,
+        tool: str,
+        arguments: str,
+        signature: str,
+        key: str | None = None,
+        identity: str | None = None,
     ) -> None:
         now = utc_now()
         replica = self._j.replica_id
-        event = Event(workflow, "reserved", seq, chain.reserved_detail(tool, arguments, signature, key), now)
-        self._ops.append((_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica), event))
-        record = CallRecord(workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica)
+        detail = chain.reserved_detail(tool, arguments, signature, key, identity)
+        event = Event(workflow, "reserved", seq, detail, now)
+        self._ops.append(
+            (_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica, identity), event)
+        )
+        record = CallRecord(
+            workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica, identity
+        )
         self._rows[(workflow, seq)] = record
         if key is not None:
             self._keys[(workflow, key)] = record

@@ -129,6 +129,8 @@ _REPEAT_WORDS: Final = {
     "in_doubt": "refused, the first is in doubt",
     "in_flight": "refused, the first was still running",
     "ran_again": "run again, the first had failed",
+    "confirm_asked": "refused until sent again to confirm",
+    "confirmed": "confirmed and run again",
 }
 
 
@@ -140,7 +142,7 @@ def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
     lines = []
     for (_, seq, tool), actions in counted.items():
         words = _REPEAT_WORDS.get(actions[-1], actions[-1])
-        once = "" if actions[-1] == "ran_again" else "; it ran once, do not send it again"
+        once = "" if actions[-1] in ("ran_again", "confirmed") else "; it ran once, do not send it again"
         caught = f"was sent again {len(actions)}× and caught by the tool policy ({words})"
         lines.append(f"- #{seq} {code(tool)} {caught}{once}{suffix}")
     return lines

@@ -62,6 +62,7 @@ SAMPLES: dict[type[CallRefused], CallRefused] = {
         seq=1,
         tool="t",
         started_at="now",
+        ago="2 minutes",
         result="ok",
         window="1h",
         runs_again_after="later",

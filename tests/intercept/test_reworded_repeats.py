@@ -87,10 +87,10 @@ def test_a_reworded_repeat_under_match_is_refused_and_says_what_differs(location
     assert "send_email already ran" in message
     assert "call #1" in message
     assert "returned: sent to bob@example.com" in message
-    assert 'arguments.body: "Hi Bob, here is your invoice." → "Hello Bob! Your invoice is attached."' in message
+    assert '/body: "Hi Bob, here is your invoice." → "Hello Bob! Your invoice is attached."' in message
     assert "above" not in message
     assert error["data"]["difference"] == [
-        'arguments.body: "Hi Bob, here is your invoice." → "Hello Bob! Your invoice is attached."'
+        '/body: "Hi Bob, here is your invoice." → "Hello Bob! Your invoice is attached."'
     ]
     (event,) = repeat_events(location)
     assert event["action"] == "refused"
@@ -113,7 +113,7 @@ def test_ignore_and_normalize_make_a_retyped_call_the_same_and_an_absent_value_a
     without_subject = fresh_call(location, tmp_path, {"to": "bob@example.com", "body": "x"}, rules)
     without_again = fresh_call(location, tmp_path, {"to": "bob@example.com", "body": "y"}, rules)
     assert refused["error"]["code"] == REPEAT_REFUSED
-    assert "arguments.sent_at" in refused["error"]["message"]
+    assert "/sent_at" in refused["error"]["message"]
     assert "result" in without_subject  # lacking /subject is not the same as having it
     assert without_again["error"]["code"] == REPEAT_REFUSED  # both lack it: they agree there
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 2

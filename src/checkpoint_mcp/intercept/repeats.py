@@ -190,15 +190,15 @@ def refusal(
 
 
 def differences(found: CallRecord, call: RepeatCall, redacted: bool) -> list[str]:
-    """How the repeat's arguments differ from the original's, by member (none when the signatures agree, or
-    when either's arguments are not journaled)."""
+    """How the repeat's arguments differ from the original's, by JSON pointer as a policy's ``match`` and
+    ``ignore`` name them (none when the signatures agree, or when either's arguments are not journaled)."""
     if found.signature == call.signature or redacted or found.redacted:
         return []
     try:
         original = json.loads(found.arguments)
     except ValueError:
         return []
-    return json_difference(original, call.arguments)
+    return json_difference(original, call.arguments, "", pointers=True)
 
 
 def short_result(outcome: str | None) -> str:

@@ -69,7 +69,12 @@ def run_proxy(config: ProxyConfig) -> int:
             assert isinstance(upstream, RemoteUpstream)
             upstream.request_headers = interceptor.upstream_headers
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(upstream, interceptor, client_in, client_out)
+        committer = None
+        if journal is not None:
+            from checkpoint_mcp.journal.committer import Committer
+
+            committer = Committer(journal)
+        relay = Relay(upstream, interceptor, client_in, client_out, committer)
         with asyncio.Runner(loop_factory=_loop_factory(config)) as runner:
             return runner.run(relay.run())
 

@@ -19,6 +19,8 @@ from checkpoint_mcp.journal.base import CallState
 
 from support import ProxyProcess, done_count, effects_proxy, journal_states, read_effects, server_cmd, wait_until
 
+PASSES_WITHIN = 3.0  # seconds; a request waiting behind the held commit would wait for SQLite's 5 s busy timeout
+
 
 @contextmanager
 def write_lock(journal: str) -> Iterator[None]:
@@ -55,8 +57,8 @@ def test_a_ping_and_a_tools_list_pass_a_held_commit_and_the_call_still_waits_for
         with write_lock(journal):
             tools_list = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
             proxy.send_raw(line(call(1, "send_email", {"to": "bob"})) + line(ping(2)) + line(tools_list))
-            assert proxy.response(2) == {"jsonrpc": "2.0", "id": 2, "result": {}}
-            assert "tools" in proxy.response(3)["result"]
+            assert proxy.response(2, PASSES_WITHIN) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+            assert "tools" in proxy.response(3, PASSES_WITHIN)["result"]
             assert done_count(effects) == 1
             assert not any(message.get("id") == 1 for message in proxy._stash)
         assert proxy.response(1)["result"]["content"][0]["text"] == "sent to bob"
@@ -69,7 +71,7 @@ def test_a_ping_and_a_tools_list_pass_a_held_commit_and_the_call_still_waits_for
             wait_until(lambda: any(e["event"] == "answered" for e in read_effects(effects)), what="its answer")
             # The upstream wrote the call's answer before this ping's: the proxy has read it, and holds it.
             proxy.send(ping(5))
-            assert proxy.response(5) == {"jsonrpc": "2.0", "id": 5, "result": {}}
+            assert proxy.response(5, PASSES_WITHIN) == {"jsonrpc": "2.0", "id": 5, "result": {}}
             assert not any(message.get("id") == 4 for message in proxy._stash)
             assert journal_states(journal, journal)[3] is CallState.PENDING
         assert proxy.response(4)["result"]["content"][0]["text"] == "gate passed"
@@ -122,7 +124,7 @@ def test_an_answer_passes_a_held_answer_but_not_a_held_notification(tmp_path: Pa
             # The call's answer waits for its COMPLETED row; the ping's answer behind it does not.
             emit.write_bytes(line(answer) + line({"jsonrpc": "2.0", "id": 2, "result": {}}))
             proxy.send({"jsonrpc": "2.0", "id": 10, "method": "test/emit"})
-            assert proxy.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+            assert proxy.recv(PASSES_WITHIN) == {"jsonrpc": "2.0", "id": 2, "result": {}}
             # A notification behind the held answer keeps its place, and the next answer does not pass it.
             emit.write_bytes(line(note) + line({"jsonrpc": "2.0", "id": 3, "result": {}}))
             proxy.send({"jsonrpc": "2.0", "id": 11, "method": "test/emit"})

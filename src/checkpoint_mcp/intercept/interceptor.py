@@ -5,8 +5,8 @@ complete lines read in one go from one side and writes what it returns. Journal 
 that the relay flushes once per turn of its loop, so the calls and answers of a burst, from both sides, share
 one durable commit (group commit). Nothing that depends on a write is released before that commit: a PENDING
 row is durable before the upstream sees the call, a COMPLETED row before the client sees the reply; the lines
-behind such a line, on the same side, wait with it so that order is kept. The journaling decisions themselves
-live in ``calls.py``.
+behind such a line wait with it so that order is kept, except a request not journaled and its answer, which pass
+(``_release_up``, ``_emit_down``). The journaling decisions themselves live in ``calls.py``.
 """
 
 from __future__ import annotations

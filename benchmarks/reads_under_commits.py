@@ -200,7 +200,13 @@ and is never passed while it is held: every notification (a `notifications/cance
 every response of the client (to sampling, elicitation, roots), every server request, journaled calls among
 themselves, a policy's probes, and the calls it settles. The stdio proxy now hands a SQLite commit that would
 wait for another writer's lock to a committer thread, as the gateway does, so its loop keeps relaying meanwhile
-(on PostgreSQL its commits stay on its own connection, which holds the workflow's ownership)."""
+(on PostgreSQL its commits stay on its own connection, which holds the workflow's ownership).
+
+Why the stdio proxy gains little here: with the lock free, its SQLite commit still runs on its loop (cheaper
+there than on a thread, see above), so the ping goes upstream before the commit starts but its answer is read
+once the commit ends; only the upstream's round trip now overlaps the fsync. The gateway commits on its
+committer thread, and a ping of a busy workflow no longer queues behind a commit there. Where a stdio commit
+waits for another writer, the ping goes through meanwhile (`tests/proxy/test_reads_pass_commits.py`)."""
 
 
 def main(argv: list[str]) -> int:

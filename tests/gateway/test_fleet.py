@@ -99,8 +99,9 @@ def test_a_different_call_at_a_sequence_running_on_another_replica_is_refused_as
     pg_url: str, tmp_path: Path
 ) -> None:
     effects = tmp_path / "effects.jsonl"
+    gate = tmp_path / "gate"  # the original runs until the test creates this file, however slow the machine
     with fleet(pg_url, tmp_path, 2) as (a, b), concurrent.futures.ThreadPoolExecutor(1) as pool:
-        original = pool.submit(call, a, 1, "slow", {"seconds": 1.5, "label": "d"}, checkpoint_seq=5)
+        original = pool.submit(call, a, 1, "gate", {"path": str(gate), "label": "d"}, checkpoint_seq=5)
         wait_until(lambda: started(effects, "d"), what="the original to start on replica a")
         refused = call(b, 2, "send_email", {"to": "eve"}, checkpoint_seq=5)
         # Nor may an operator resolve a call that a live replica is running.
@@ -111,6 +112,8 @@ def test_a_different_call_at_a_sequence_running_on_another_replica_is_refused_as
             timeout=DEFAULT_TIMEOUT,
             check=False,
         )
+        assert not original.done()
+        gate.touch()
         assert "result" in original.result(timeout=DEFAULT_TIMEOUT)
         replica_a = health(a)["replica"]
     assert refused["error"]["code"] == IN_DOUBT

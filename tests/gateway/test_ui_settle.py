@@ -4,8 +4,10 @@ carry the cookie and the CSRF field the page gave, as a browser sends them."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import re
+import sqlite3
 import time
 import urllib.error
 import urllib.parse
@@ -21,6 +23,7 @@ from ledger import POLICY, ledger, verified
 from support import ProxyProcess, journal_states, server_cmd, wait_until
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
+MODERN_META = "io.modelcontextprotocol/protocolVersion"
 
 
 def crashed_mail(journal: str, tmp_path: Path, policy: Path) -> None:
@@ -191,3 +194,44 @@ def test_on_postgresql_a_live_replica_s_pages_settle_the_call_a_killed_replica_l
         assert journal_states(pg_url, "orders")[1] is CallState.COMPLETED
     assert [e["event"] for e in ledger(tmp_path)].count("done") == 1  # the mail went out once
     verified(pg_url)
+
+
+def test_a_settle_held_at_its_probe_and_at_its_journal_write_never_stops_the_gateway_s_mcp_traffic(
+    tmp_path: Path,
+) -> None:
+    """The settle runs on a thread of its own: while its probe is held, and then while its journal write waits for
+    a write lock another connection holds, the gateway answers MCP requests at once; then the settle completes."""
+    journal = str(tmp_path / "j.db")
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.format(probe="list_outbox").replace('timeout = "1s"', 'timeout = "30s"'))
+    crashed_mail(journal, tmp_path, policy)
+    gate = tmp_path / "gate"
+    env = {"LEDGER_DIR": str(tmp_path), "LEDGER_PROBE_GATE": str(gate)}
+    upstream = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", journal, "--policy", str(policy))
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {MODERN_META: "2026-07-28"}}}
+
+    def answered_at_once() -> bool:
+        reply = request(gateway.port, "POST", "/w/other/mcp", ping, MODERN, timeout=3.0)
+        return reply.status == 200 and reply.message()["result"] == {}
+
+    with GatewayProcess(*upstream, env=env) as gateway, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert answered_at_once()  # the other workflow's upstream runs before the settle starts
+        operator = Operator(pages_url(gateway))
+        page = operator.get("call?workflow=orders&seq=1")
+        settling = pool.submit(operator.settle, page)
+        wait_until(lambda: Path(f"{gate}.asked").exists(), what="the settle's probe")
+        assert answered_at_once()
+        blocker = sqlite3.connect(journal, isolation_level=None)
+        try:
+            blocker.execute("BEGIN IMMEDIATE")  # the settle's write will wait for this lock
+            gate.touch()
+            wait_until(lambda: Path(f"{gate}.answered").exists(), what="the probe's answer")
+            assert answered_at_once()
+            assert not settling.done()
+            blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+        status, body = settling.result(timeout=30)
+    assert status == 200, body
+    assert "#1 send_email: completed — probe list_outbox" in body
+    assert journal_states(journal, "orders") == {1: CallState.COMPLETED}

@@ -330,3 +330,33 @@ def test_the_finish_of_a_call_is_always_planned_for_its_own_row(pg_url: str) -> 
         journal.close()
     assert plans, "the finish statement was never prepared: this test no longer tests anything"
     assert all(generic == 0 and custom > 0 for generic, custom in plans)
+
+
+def test_a_connection_killed_under_a_pipelined_write_is_told_in_one_line_of_ours(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """psycopg logs a line of its own when a pipeline ends on a dead connection; the journal says it instead.
+
+    Whether the next write finds the killed connection inside a pipeline or before it depends on when the kill
+    lands, so the kill and the call are repeated (bounded) until one did."""
+    ours = "checkpoint: WARNING: the journal's PostgreSQL connection broke during a pipelined write ("
+    database = pg_url.rsplit("/", 1)[1].split("?", 1)[0]
+    with start(pg_url, tmp_path) as p, psycopg.connect(pg_server.url(), autocommit=True) as admin:
+        calls = 0
+        while ours not in p.stderr and calls < 20:
+            assert "result" in p.call("send_email", {"to": f"to-{calls}"}, timeout=60)
+            calls += 1
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            )
+        assert "result" in p.call("send_email", {"to": "last"}, timeout=60)
+        assert p.close() == 0
+        stderr = p.stderr
+    said = [text for text in stderr.splitlines() if "pipelined write" in text]
+    assert said, stderr
+    assert all(text.startswith(ours) for text in said)
+    assert "error ignored terminating" not in stderr
+    assert "psycopg" not in stderr
+    assert PASSWORD not in stderr
+    assert done_count(tmp_path / "effects.jsonl") == calls + 1

@@ -16,6 +16,8 @@ Tools:
   tool_error(reason)        side effect, then a result with isError: true
   lookup(key)               readOnlyHint: true; records a "read" event (never "done")
   hang()                    records "started", never answers
+  gate(path)                records "started", waits (up to 30 s) until the file ``path`` exists, records "done",
+                            answers, then records "answered": a test holds the call exactly as long as it likes
   die(code)                 records "started", exits the process at once
   close_stdout()            records "started", closes its stdout and keeps running
   bad_utf8()                side effect, a result whose text holds bytes that are not UTF-8
@@ -113,6 +115,14 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": ident, "result": text_result(f"value of {args.get('key')}")})
     elif name == "hang":
         record("started", name, args)
+    elif name == "gate":
+        record("started", name, args)
+        deadline = time.monotonic() + 30.0
+        while not os.path.exists(str(args.get("path"))) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        record("done", name, args)
+        send({"jsonrpc": "2.0", "id": ident, "result": text_result("gate passed")})
+        record("answered", name, args)
     elif name == "die":
         record("started", name, args)
         os._exit(int(args.get("code", 3)))

@@ -3,7 +3,9 @@
 Every effect is appended (under an exclusive lock, fsynced) to ``LEDGER_DIR/ledger.jsonl`` *before* the answer
 is written, so a test compares the journal's settlements with what the upstream really did, however the proxy
 died. With ``LEDGER_DELAY_MS=N`` each side effect waits a random 0..N ms before and after it happens, so a kill
-lands before it as often as after it.
+lands before it as often as after it. With ``LEDGER_PROBE_GATE=PATH``, list_outbox creates ``PATH.asked``, waits
+(up to 30 s) until ``PATH`` exists, answers, then creates ``PATH.answered``: a test holds a probe as long as it
+likes.
 
 Tools:
   send_email(to, subject)                 side effect; no key
@@ -29,6 +31,7 @@ from typing import Any
 
 LEDGER = Path(os.environ.get("LEDGER_DIR", ".")) / "ledger.jsonl"
 DELAY_MS = int(os.environ.get("LEDGER_DELAY_MS", "0"))
+PROBE_GATE = os.environ.get("LEDGER_PROBE_GATE")
 _out_lock = threading.Lock()
 
 READ_ONLY = {"readOnlyHint": True}
@@ -96,12 +99,19 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
         charge = earlier or {"customer": args.get("customer"), "cents": args.get("cents")}
         send({"jsonrpc": "2.0", "id": ident, "result": text(f"charged {charge['customer']} {charge['cents']} cents")})
     elif name == "list_outbox":
+        if PROBE_GATE:
+            Path(PROBE_GATE + ".asked").touch()
+            deadline = time.monotonic() + 30.0
+            while not os.path.exists(PROBE_GATE) and time.monotonic() < deadline:
+                time.sleep(0.005)
         count = sum(
             1
             for e in entries()
             if e["tool"] == "send_email" and e["to"] == args.get("to") and e["subject"] == args.get("subject")
         )
         send({"jsonrpc": "2.0", "id": ident, "result": text(f"{count} mail(s)", {"count": count})})
+        if PROBE_GATE:
+            Path(PROBE_GATE + ".answered").touch()
     elif name == "probe_error":
         send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32000, "message": "the outbox is unavailable"}})
     elif name == "probe_hang":

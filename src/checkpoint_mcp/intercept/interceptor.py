@@ -5,8 +5,8 @@ complete lines read in one go from one side and writes what it returns. Journal 
 that the relay flushes once per turn of its loop, so the calls and answers of a burst, from both sides, share
 one durable commit (group commit). Nothing that depends on a write is released before that commit: a PENDING
 row is durable before the upstream sees the call, a COMPLETED row before the client sees the reply; the lines
-behind such a line, on the same side, wait with it so that order is kept. The journaling decisions themselves
-live in ``calls.py``.
+behind such a line wait with it so that order is kept, except a request not journaled and its answer, which pass
+(``_release_up``, ``_emit_down``). The journaling decisions themselves live in ``calls.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from checkpoint_mcp.intercept.messages import (
 )
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
-from checkpoint_mcp.intercept.settle import idempotency_key, unanswered, with_key_argument
+from checkpoint_mcp.intercept.settle import idempotency_key, keyed_line, unanswered
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
@@ -54,6 +54,10 @@ from checkpoint_mcp.wire import (
 )
 
 logger = logging.getLogger(__name__)
+
+_PASSES = 0  # a client request that is not journaled: never waits for a commit (``_release_up``)
+_QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behind a held line it waits too
+_KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
 
 
 class Interceptor:
@@ -87,6 +91,7 @@ class Interceptor:
         self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
         self._flushing: Flushing | None = None  # a batch being committed elsewhere (a committer thread)
+        self._up_barrier = self._down_barrier = False  # a line is held that nothing may pass (``_release_up``)
 
     @property
     def needs_flush(self) -> bool:
@@ -111,11 +116,11 @@ class Interceptor:
         """Route a batch of complete lines from the client.
 
         Lines that need no journal write (and are not behind one) come back at once; a journaled call and the
-        client lines after it wait for ``flush``. Each line is judged on its own: one that cannot be routed is
-        answered alone, and whatever it had started (a journal write, a sequence) is undone.
+        client lines after it wait for ``flush`` (``_release_up``). Each line is judged on its own: one that cannot
+        be routed is answered alone, and whatever it had started (a journal write, a sequence) is undone.
         """
         out = ClientBatch()
-        upward: list[tuple[bytes, InFlight | None]] = []
+        upward: list[tuple[bytes, InFlight | None, int]] = []
         unit, calls = self._unit, self._calls
         for line in lines:
             mark = unit.mark() if unit is not None else 0
@@ -126,7 +131,7 @@ class Interceptor:
             except Exception:
                 # A bug of ours: this line alone gets an internal error; its neighbours are untouched.
                 logger.exception("internal error while routing a line from the client; it was not forwarded")
-                claimed = next((entry.claimed for _, entry in upward[forwarded:] if entry is not None), None)
+                claimed = next((entry.claimed for _, entry, _ in upward[forwarded:] if entry is not None), None)
                 if unit is not None:
                     unit.rollback_to(mark)
                 if calls is not None and savepoint is not None:
@@ -136,25 +141,36 @@ class Interceptor:
                 del upward[forwarded:]
                 del out.to_client[answered:]
                 out.to_client.extend(internal_error_replies([line]))
-        flushing = self._flushing
-        if (
-            self._held_up
-            or (flushing is not None and flushing.held_up)
-            or any(entry is not None for _, entry in upward)
-        ):
-            self._held_up.extend(upward)
-        else:
-            out.to_upstream.extend(line for line, _ in upward)
+        self._release_up(upward, out.to_upstream)
         return out
 
-    def _client_line(self, line: bytes, out: ClientBatch, upward: list[tuple[bytes, InFlight | None]]) -> None:
+    def _release_up(self, upward: list[tuple[bytes, InFlight | None, int]], to_upstream: list[bytes]) -> None:
+        """Send each routed line now, or hold it: a journaled call waits for its PENDING row, and the lines after
+        it wait with it, except a request that is not journaled (a ping, a tools/list, a read), which needs nothing
+        from the commit and whose order against other requests in flight JSON-RPC leaves open. It never passes a
+        held notification or response (a cancellation, ``initialized``): those keep their place."""
+        flushing = self._flushing
+        held = bool(self._held_up) or (flushing is not None and bool(flushing.held_up))
+        barrier = self._up_barrier or (flushing is not None and flushing.up_barrier)
+        for line, entry, kind in upward:
+            if kind == _PASSES and not barrier:
+                to_upstream.append(line)
+            elif held or entry is not None:
+                held = True
+                self._held_up.append((line, entry))
+                if kind == _KEEPS:
+                    barrier = self._up_barrier = True
+            else:
+                to_upstream.append(line)
+
+    def _client_line(self, line: bytes, out: ClientBatch, upward: list[tuple[bytes, InFlight | None, int]]) -> None:
         try:
             message = classify(line)
         except WireParseError as exc:
             if line.strip():
                 out.to_client.append(error_line(None, {"code": PARSE_ERROR, "message": f"parse error: {exc}"}))
             else:
-                upward.append((line, None))
+                upward.append((line, None, _KEEPS))
             return
         if message.kind is Kind.REQUEST and id_key(message.id) is None:
             # Its answer could not be matched to it (JSON-RPC ids are strings, numbers or null).
@@ -163,7 +179,7 @@ class Interceptor:
             return
         if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
             if self._route_other(message, line, out):
-                upward.append((line, None))
+                upward.append((line, None, _PASSES if message.kind is Kind.REQUEST else _KEEPS))
             return
         try:
             routed = self._tool_call(message, out, line)
@@ -179,7 +195,8 @@ class Interceptor:
         if routed is not None:
             entry, line = routed
             reserved = entry.claimed is not None and not entry.claimed.continued
-            upward.append((line, entry if reserved else None))
+            plain = entry.claimed is None and entry.track is Track.PLAIN  # a tools/call that is not journaled
+            upward.append((line, entry if reserved else None, _PASSES if plain else _QUEUES))
 
     def _write_failure(self, message: Message, cause: str) -> dict[str, Any]:
         params = message.params if isinstance(message.params, dict) else {}
@@ -212,6 +229,8 @@ class Interceptor:
         batch = self._unit.take(relaxed=self._config.relaxed_completions) if self._unit is not None else None
         lineage = self._calls.lineage if self._calls is not None else None
         flushing = Flushing(held_up, held_down, finishing, batch, lineage)
+        flushing.up_barrier, flushing.down_barrier = self._up_barrier, self._down_barrier
+        self._up_barrier = self._down_barrier = False
         if batch is not None:
             self._flushing = flushing
         return flushing
@@ -344,22 +363,13 @@ class Interceptor:
                     return None
                 if isinstance(claimed, Unsettled):
                     return self._settle(message, line, params, claimed, out)
-                line = self._with_key(line, name, claimed)
+                line = keyed_line(policy, line, name, claimed.workflow, claimed.seq, claimed.key)
                 entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
             out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
         return entry, line
-
-    def _with_key(self, line: bytes, tool: str, claimed: Claimed) -> bytes:
-        """``line`` with the idempotency key its tool's policy asks for (the one edit a policy makes)."""
-        policy = self._config.policy
-        idempotency = policy.rule_for(tool).idempotency if policy is not None else None
-        if idempotency is None or idempotency.argument is None:
-            return line
-        key = idempotency_key(claimed.workflow, claimed.seq, claimed.key)
-        return with_key_argument(line, idempotency.argument, key)
 
     def upstream_headers(self, key: tuple[str, Any] | None) -> dict[str, str]:
         """The HTTP headers an ``--upstream-url`` upstream adds to the request with ``id_key`` ``key``: the
@@ -466,7 +476,7 @@ class Interceptor:
                     continue
                 if plain.claimed is None and plain.track is Track.PLAIN:
                     del self._in_flight[key]
-                    self._emit_down(out, self._results.with_identity(line), waits=False)
+                    self._emit_down(out, self._results.with_identity(line), waits=False, passes=True)
                     continue
             entry = None
             message = None
@@ -480,22 +490,33 @@ class Interceptor:
                 if self._probe_answer(entry, message, out):
                     continue
             if entry is None or message is None:
-                self._emit_down(out, line, waits=False)
+                # A notification or a server request keeps its place, and nothing passes it (progress before
+                # the final answer, a list change before what follows it); a stray response only keeps its place.
+                barrier = message is None or message.kind is not Kind.RESPONSE
+                self._emit_down(out, line, waits=False, barrier=barrier)
             elif entry.claimed is not None:
                 answer, final = self._tool_result(entry.claimed, message, line)
                 self._emit_down(out, self._results.with_identity(answer), waits=final)
             else:
                 plain_line = self._results.plain_result(entry, message, line)
-                self._emit_down(out, self._results.with_identity(plain_line), waits=False)
+                self._emit_down(out, self._results.with_identity(plain_line), waits=False, passes=True)
                 if self._results.policy_refused is not None and self.fatal is None:
                     # Never run with a probe that might change something: stop, as for a lost journal.
                     self.fatal = f"the tool policy is refused: {self._results.policy_refused}"
         return out
 
-    def _emit_down(self, out: list[bytes], line: bytes, *, waits: bool) -> None:
+    def _emit_down(
+        self, out: list[bytes], line: bytes, *, waits: bool, passes: bool = False, barrier: bool = False
+    ) -> None:
+        """Write ``line`` now, or hold it (it ``waits`` for a commit, or is behind a held line). An answer to a
+        request not journaled ``passes`` held answers (JSON-RPC orders no responses), never a ``barrier``."""
         flushing = self._flushing
-        if waits or self._held_down or (flushing is not None and flushing.held_down):
+        if passes and not (self._down_barrier or (flushing is not None and flushing.down_barrier)):
+            out.append(line)
+        elif waits or self._held_down or (flushing is not None and flushing.held_down):
             self._held_down.append(line)
+            if barrier:
+                self._down_barrier = True
         else:
             out.append(line)
 

@@ -135,6 +135,14 @@ def with_key_argument(line: bytes, argument: str, key: str) -> bytes:
     return (edited + newline).encode()
 
 
+def keyed_line(policy: Policy | None, line: bytes, tool: str, workflow: str, seq: int, agent_key: str | None) -> bytes:
+    """The tools/call ``line`` with the idempotency key its tool's policy asks for (the one edit a policy makes)."""
+    idempotency = policy.rule_for(tool).idempotency if policy is not None else None
+    if idempotency is None or idempotency.argument is None:
+        return line
+    return with_key_argument(line, idempotency.argument, idempotency_key(workflow, seq, agent_key))
+
+
 # ---- probes -------------------------------------------------------------------------------------------------
 
 

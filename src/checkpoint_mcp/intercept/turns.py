@@ -38,7 +38,17 @@ class ClientBatch:
 class Flushing:
     """A flush begun (``begin_flush``): the lines that wait for its batch, until ``end_flush``."""
 
-    __slots__ = ("batch", "finishing", "held_down", "held_up", "lineage", "reserved", "started_ns")
+    __slots__ = (
+        "batch",
+        "down_barrier",
+        "finishing",
+        "held_down",
+        "held_up",
+        "lineage",
+        "reserved",
+        "started_ns",
+        "up_barrier",
+    )
 
     def __init__(
         self,
@@ -56,6 +66,9 @@ class Flushing:
         """The journal writes to commit (None: nothing to write; the lines are released at once)."""
         self.lineage = lineage
         self.started_ns = 0  # when the commit began (wall clock, ns), for a trace
+        # A held line that no other may pass (``Interceptor._release_up``), one flag per direction.
+        self.up_barrier = False
+        self.down_barrier = False
 
 
 class Flushed(NamedTuple):

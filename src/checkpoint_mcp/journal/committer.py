@@ -8,6 +8,9 @@ one transaction, whichever channel it came from (group commit across requests). 
 that fails is retried one batch at a time, so that one batch's conflict (a sequence another replica took, say)
 fails only its own calls.
 
+The stdio proxy's relay uses one too, for SQLite only (on PostgreSQL the proxy's own connection holds its
+workflow's ownership, so its writes stay on it), started at the first commit that would wait.
+
 Which commits come here is the journal's call (``Journal.write_now``): PostgreSQL's always (each is two round
 trips and a flush on another server); SQLite's only when another connection holds the file's write lock. A local
 commit is cheaper on the loop than here: this thread must take the GIL back after every statement, from a loop

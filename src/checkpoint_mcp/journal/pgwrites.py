@@ -11,16 +11,22 @@ chain's links (inserted in the order given, which is the chain's order: ``WITH O
 
 A group of fewer than ``ARRAY_ROWS`` rows goes row by row as before: dumping an array costs more than a row's
 statement, and a lone agent's commits hold one call each.
+
+The line psycopg logs itself when a write's pipeline ends on a broken connection is told here as ours (one line:
+what happened and what the journal does next), for every PostgreSQL journal that imports this module.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import INSERT_CALL
 from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, Group
+
+logger = logging.getLogger(__name__)
 
 ARRAY_ROWS = 4  # a group of this many rows or more goes as arrays (measured: ~0.2 against ~0.36 ms a call at 8)
 
@@ -113,3 +119,30 @@ def queue_groups(execute: Execute, execute_many: ExecuteMany, groups: list[Group
 def recorded(pending: Pending) -> list[Event]:
     """The events whose write took effect (read once the pipeline has run)."""
     return [event for event, finish, params in pending if finish is None or finish.changed(params)]
+
+
+# ---- psycopg's own line about a pipeline on a broken connection --------------------------------------------
+
+_PIPELINE_END = "error ignored terminating %r: %s"  # psycopg's own warning (psycopg/_pipeline.py)
+
+
+class _PipelineEndInOurWords(logging.Filter):
+    """psycopg warns on its own logger when a pipeline ends on a broken connection while an error is already on
+    its way out of it (``error ignored terminating <psycopg.Pipeline [BAD]>: …``), a line that reached the
+    operator without our prefix and without what the journal does next. It is told here, once, as ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _PIPELINE_END:
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        cause = str(args[-1]).strip().splitlines()[0] if args and str(args[-1]).strip() else "no reason given"
+        logger.warning(
+            "the journal's PostgreSQL connection broke during a pipelined write (%s): the write's transaction died "
+            "with it; the journal reconnects, and sends the write again if it had not reached COMMIT, else reports "
+            "it failed",
+            cause,
+        )
+        return False
+
+
+logging.getLogger("psycopg").addFilter(_PipelineEndInOurWords())

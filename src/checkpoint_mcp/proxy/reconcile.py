@@ -14,6 +14,7 @@ Like `checkpoint journal resolve`, it is refused while a live proxy owns the wor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -211,10 +212,14 @@ def settle_action(
     """The pages' settle action for the journal at ``location``: each use opens the journal and starts (or
     reaches) the upstream, as `checkpoint journal reconcile` does, for one call.
 
+    Each use runs on a worker thread, with an event loop, a journal connection and an upstream of its own: the
+    pages may be mounted in `checkpoint serve`, whose event loop carries every client's MCP traffic, and a
+    settle's journal steps may wait (for a write lock, for PostgreSQL) and its probe for up to its timeout.
+
     The action raises what ``reconcile`` raises, and ``JournalError`` when the journal cannot be opened.
     """
 
-    async def act(workflow: str, seq: int, dry_run: bool) -> str:
+    async def settled(workflow: str, seq: int, dry_run: bool) -> str:
         from checkpoint_mcp.journal import open_journal
         from checkpoint_mcp.upstream.client import open_upstream
 
@@ -225,5 +230,8 @@ def settle_action(
         finally:
             journal.close()
         return render(decisions, dry_run)
+
+    async def act(workflow: str, seq: int, dry_run: bool) -> str:
+        return await asyncio.to_thread(lambda: asyncio.run(settled(workflow, seq, dry_run)))
 
     return act

@@ -31,6 +31,8 @@ from typing import IO, Any, Protocol
 from checkpoint_mcp import debug
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
+from checkpoint_mcp.intercept.turns import Flushed, Flushing
+from checkpoint_mcp.journal.committer import Committer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
 
@@ -51,7 +53,12 @@ class Relay:
         interceptor: Interceptor,
         client_in: IO[bytes],
         client_out: IO[bytes],
+        committer: Committer | None = None,
     ):
+        """``committer``: the thread that takes a commit that would wait (``Journal.write_now``: PostgreSQL's,
+        SQLite's while another connection holds the write lock), so the loop goes on meanwhile: a request that
+        is not journaled passes the lines held for it (``Interceptor._release_up``). None: every commit is made
+        on the loop."""
         self._upstream = upstream
         self._interceptor = interceptor
         self._client_in = client_in
@@ -64,6 +71,8 @@ class Relay:
         self._signal: int | None = None
         self._fatal: str | None = None
         self._flush_scheduled = False
+        self._committer = committer
+        self._committing: asyncio.Future[None] | None = None  # done when the committer has answered
         self._client_reader: asyncio.ReadTransport | None = None
         self._client_writer: _Sink | None = None
         self._client_writer_alive = True
@@ -104,19 +113,77 @@ class Relay:
     def _schedule_flush(self) -> None:
         """Commit the journal writes of this turn once both pipes' callbacks of the turn have run, so a burst
         of calls and answers shares one durable commit."""
-        if not self._flush_scheduled and self._interceptor.needs_flush:
+        if not self._flush_scheduled and self._committing is None and self._interceptor.needs_flush:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._begin_flush)
+
+    def _begin_flush(self) -> None:
+        """Once per loop turn: commit here if the journal says that is cheaper and cannot wait, else hand the
+        batch to the committer and go on; what waits for it is released in ``_committed``, and the writes of the
+        turns meanwhile go in the next commit (as the gateway's ``Channel`` does)."""
+        self._flush_scheduled = False
+        committer = self._committer
+        if committer is None:
+            self._flush()
+            return
+        if self._committing is not None or not self._interceptor.needs_flush:
+            return
+        try:
+            flushing = self._interceptor.begin_flush()
+            if flushing.batch is None:
+                self._release(self._interceptor.end_flush(flushing, None))
+                return
+            flushed = self._interceptor.flush_here(flushing)
+        except Exception:
+            logger.exception("internal error while committing the journal")
+            return
+        if flushed is not None:
+            self._release(flushed)
+            return
+        if not committer.running:
+            try:
+                committer.start()  # the first commit that would wait: most SQLite proxies never need the thread
+            except Exception as exc:
+                logger.error("cannot start the journal's committer: %s", exc)
+                self._release(self._interceptor.end_flush(flushing, exc))
+                return
+        self._committing = asyncio.get_running_loop().create_future()
+        try:
+            committer.submit(flushing.batch, lambda error: self._committed(flushing, error))
+        except Exception as exc:
+            self._committed(flushing, exc)
+
+    def _committed(self, flushing: Flushing, error: BaseException | None) -> None:
+        """The committer wrote (or failed to write) a batch: release (or refuse) what waited for it."""
+        if self._committing is not None and not self._committing.done():
+            self._committing.set_result(None)
+        self._committing = None
+        try:
+            flushed = self._interceptor.end_flush(flushing, error)
+        except Exception:
+            logger.exception("internal error while committing the journal")
+        else:
+            self._release(flushed)
+        self._after_answers()
+
+    async def _settle_commits(self) -> None:
+        """Return once no commit is under way on the committer (it answers every batch it was given)."""
+        while self._committing is not None:
+            await asyncio.shield(self._committing)
 
     def _flush(self) -> None:
+        """Commit on the event loop, now; never while the committer has a batch (``_settle_commits`` first)."""
         self._flush_scheduled = False
-        if not self._interceptor.needs_flush:
+        if self._committing is not None or not self._interceptor.needs_flush:
             return
         try:
             flushed = self._interceptor.flush()
         except Exception:
             logger.exception("internal error while committing the journal")
             return
+        self._release(flushed)
+
+    def _release(self, flushed: Flushed) -> None:
         self._write_upstream(flushed.to_upstream)
         if flushed.journaled:
             debug.trigger("after_forward")
@@ -228,6 +295,8 @@ class Relay:
             code = await self._after_client_left()
         for task in (client_gone, upstream_gone):
             task.cancel()
+        if self._committer is not None:
+            await self._committer.close()
         await self._flush_client()
         return code
 
@@ -254,6 +323,7 @@ class Relay:
             self._client_writer = _BlockingWriter(self._client_out)
 
     async def _after_upstream_died(self) -> int:
+        await self._settle_commits()
         self._flush()
         status = await self._upstream.died()
         in_flight = self._interceptor.outstanding()
@@ -284,6 +354,7 @@ class Relay:
             left = interceptor.journaled_outstanding()
             if left:
                 logger.warning("%d journaled call(s) still unanswered at shutdown; they stay in doubt", left)
+        await self._settle_commits()
         self._flush()
         if self._hurry.is_set():
             try:
@@ -294,6 +365,7 @@ class Relay:
                 self._upstream.kill()
         else:
             await self._upstream.shutdown()
+        await self._settle_commits()
         self._flush()
         why = f"{signal.Signals(self._signal).name} received" if self._signal is not None else "the client left"
         self._write_client(interceptor.stopped(why))

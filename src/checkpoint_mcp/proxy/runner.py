@@ -13,7 +13,7 @@ from typing import IO
 from checkpoint_mcp.config import audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
-from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal import default_workflow_id, is_postgres_url, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import from_environ, peer
 from checkpoint_mcp.upstream.base import Upstream
@@ -70,7 +70,15 @@ def run_proxy(config: ProxyConfig) -> int:
             assert isinstance(upstream, RemoteUpstream)
             upstream.request_headers = interceptor.upstream_headers
         client_in, client_out = _wire_streams(stack)
-        relay = Relay(upstream, interceptor, client_in, client_out)
+        committer = None
+        if journal is not None and not is_postgres_url(journal.location):
+            # A SQLite commit that would wait for another writer's lock goes to a thread. Not on PostgreSQL: there
+            # the workflow's ownership lives in this connection, which takes it back when a write finds it dead;
+            # writes on a second connection would go on past an ownership lost with the first.
+            from checkpoint_mcp.journal.committer import Committer
+
+            committer = Committer(journal)
+        relay = Relay(upstream, interceptor, client_in, client_out, committer)
         with asyncio.Runner(loop_factory=_loop_factory(config)) as runner:
             return runner.run(relay.run())
 

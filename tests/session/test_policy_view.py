@@ -23,6 +23,9 @@ repeat = "replay"
 [tools.send_quiet]
 journal = false
 
+[tools.git_add]
+idempotent = true
+
 [tools."charge_[ck]ard"]
 idempotency = { argument = "idempotency_key" }
 
@@ -42,6 +45,7 @@ repeat = "allow"
         ("send_quiet", None),  # an exact name wins over every glob
         ("charge_card", "idempotency key"),
         ("refund", "idempotency key"),  # * and ?* tie on literals: * has fewer wildcards
+        ("git_add", "idempotent"),  # the server's promise: re-sent as is
     ],
 )
 def test_the_winning_table_says_how_an_in_doubt_call_settles(tmp_path: Path, tool: str, how: str | None) -> None:
@@ -51,7 +55,8 @@ def test_the_winning_table_says_how_an_in_doubt_call_settles(tmp_path: Path, too
     assert isinstance(settlers, policy_view.Settlers)
     assert settlers.how(tool) == how
     rule = load_policy(path).rule_for(tool)  # the proxy's own reading agrees
-    assert (f"probe {rule.probe.tool}" if rule.probe else "idempotency key" if rule.idempotency else None) == how
+    proxy = "idempotent" if rule.idempotent else "idempotency key" if rule.idempotency else None
+    assert (f"probe {rule.probe.tool}" if rule.probe else proxy) == how
 
 
 def test_a_file_that_cannot_be_read_is_a_reason_not_a_failure(tmp_path: Path) -> None:

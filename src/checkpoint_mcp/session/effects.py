@@ -65,6 +65,10 @@ def _self_settling(call: Call, how: str, suffix: str) -> str:
     if how.startswith(f"{policy_view.PROBE} "):
         probe = how.removeprefix(f"{policy_view.PROBE} ")
         means = f"it will be checked with the read-only tool {code(probe)} first and run only if it did not happen"
+    elif how == policy_view.IDEMPOTENT:
+        means = (
+            "the server declares the tool idempotent, so it will be re-sent as is and running it again changes nothing"
+        )
     else:
         means = "it will be re-sent under its idempotency key, so the upstream runs it at most once"
     return (

@@ -1,9 +1,10 @@
 """What a tool policy file says about in-doubt calls, as the brief reads it: which tools settle themselves.
 
-A call in doubt (in flight when its proxy died) of a tool whose ``[tools.NAME]`` table declares a ``probe`` or an
-``idempotency`` key is settled by the proxy when the call comes again (docs/policies.md): the probe says whether
-it happened, or the call is sent again under the same key. For such a call the resumed agent is told that sending
-it again is safe, not to wait for an operator.
+A call in doubt (in flight when its proxy died) of a tool whose ``[tools.NAME]`` table declares a ``probe``, an
+``idempotency`` key or ``idempotent = true`` is settled by the proxy when the call comes again (docs/policies.md):
+the probe says whether it happened, the call is sent again under the same key, or it is sent again as is on the
+server's promise that a repeat changes nothing more. For such a call the resumed agent is told that sending it
+again is safe, not to wait for an operator.
 
 The proxy reads the file with ``intercept.policy``, which the session may not import (it only reads the journal),
 so this module reads the little it needs with ``tomllib``. The winning table for a tool is chosen as the proxy
@@ -22,6 +23,7 @@ from typing import Any, Final
 
 PROBE: Final = "probe"
 KEY: Final = "idempotency key"
+IDEMPOTENT: Final = "idempotent"
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class _Table:
     literals: int
     wildcards: int
     settles: str | None
-    """``probe <tool>``, ``idempotency key``, or None when the table declares neither."""
+    """``probe <tool>``, ``idempotency key``, ``idempotent``, or None when the table declares none of them."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class Settlers:
     tables: tuple[_Table, ...]
 
     def how(self, tool: str) -> str | None:
-        """How an in-doubt call of ``tool`` settles itself (``probe <tool>``, ``idempotency key``), or None."""
+        """How an in-doubt call of ``tool`` settles itself (``probe <tool>``, ``idempotency key``,
+        ``idempotent``), or None."""
         exact = [t for t in self.tables if t.wildcards == 0 and t.pattern == tool]
         if exact:
             return exact[0].settles
@@ -77,6 +80,8 @@ def _settles(table: Mapping[str, Any]) -> str | None:
         return f"{PROBE} {probe['tool']}"
     if isinstance(table.get("idempotency"), dict):
         return KEY
+    if table.get("idempotent") is True:
+        return IDEMPOTENT
     return None
 
 

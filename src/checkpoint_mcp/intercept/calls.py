@@ -1,10 +1,9 @@
 """The journaled life of one tools/call: its sequence, the journal's decision, its outcome.
 
-``CallJournal`` gives each call a sequence (``_meta.checkpoint_seq``, an idempotency key given as
-``_meta.checkpoint_key`` or as ``params.idempotencyKey`` (SEP-3182), or the in-memory cursor), asks the
-journal what is recorded there, and says what to do: run it upstream (its PENDING row in the open batch),
-answer it from the journal (replay), or refuse it (divergence, in doubt, collected). With
-``--on-divergence fork`` a divergent call starts a branch instead and the proxy carries on there.
+``CallJournal`` gives each call a sequence (``_meta.checkpoint_seq``, a key given as ``_meta.checkpoint_key`` or as
+``params.idempotencyKey`` (SEP-3182), or the in-memory cursor), asks the journal what is recorded there, and says
+what to do: run it upstream (its PENDING row in the open batch), answer it from the journal (replay), or refuse it
+(divergence, in doubt, collected). With ``--on-divergence fork`` a divergent call starts a branch instead.
 """
 
 from __future__ import annotations

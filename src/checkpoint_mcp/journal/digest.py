@@ -1,19 +1,18 @@
 """Read-only digests of a journal for the resume brief: where a workflow stood, what is in doubt, what was done.
 
-The session server reads the project's journals here (the one arrow from ``session/`` into ``journal/``). A
-journal is opened as it is, never created, migrated or locked: SQLite through a read-only URI connection
-(``immutable=1`` when no write-ahead log exists, so not even the ``-wal``/``-shm`` files are created; ``mode=ro``
-beside a live proxy's log), PostgreSQL on a read-only session that runs no DDL. Ownership is read without
-taking the owner's lock: a non-blocking shared probe of the SQLite lock file, ``pg_locks`` on PostgreSQL.
+The session server reads the project's journals here (the one arrow from ``session/`` into ``journal/``), as they
+are, never created, migrated or locked: SQLite through a read-only URI (``immutable=1`` without a write-ahead log,
+so not even ``-wal``/``-shm`` files appear; ``mode=ro`` beside a live proxy's log), PostgreSQL on a read-only session
+that runs no DDL. Ownership is read without the owner's lock: a shared probe of the lock file, ``pg_locks``.
 
 Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)``, no new index):
 
-* ``mark`` at a save: the lineage head, the last sequence and its time, the calls per state, the sequences in
-  flight. This one scans the workflow's rows once; a save can afford it, a SessionStart hook could not.
-* ``digest`` at a load: given the mark, only the rows after the saved sequence and the few saved in-flight ones
-  are read. When there is no mark (an older checkpoint, a journal configured since) or the journal changed under
-  it (a fork, a released call, a row inserted below the mark, a different file), the digest falls back to the
-  journal's clock: rows finished after the save's time, and every PENDING row, by a scan.
+* ``mark`` at a save: the lineage head, the last sequence and its time, the calls per state, the sequences in flight.
+  This one scans the workflow's rows once; a save can afford it, a SessionStart hook could not.
+* ``digest`` at a load: given the mark, only the rows after the saved sequence and the few saved in-flight ones are
+  read. With no mark (an older checkpoint, a journal configured since) or a journal changed under it (a fork, a
+  released call, a row inserted below the mark, a different file), it falls back to the journal's clock: rows
+  finished after the save's time, and every PENDING row, by a scan.
 """
 
 from __future__ import annotations

@@ -35,11 +35,11 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--client",
-    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop"]),
+    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "gemini"]),
     default="claude-code",
     show_default=True,
     help="Whose configuration: Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json), "
-    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json).",
+    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json).",
 )
 @click.option(
     "--journal",

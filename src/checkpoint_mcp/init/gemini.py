@@ -17,19 +17,25 @@ under ``hooks``. What `init` must know of it:
   ``timeout`` in milliseconds; no matcher runs it on every source (startup, resume, clear). A hook prints the
   same ``hookSpecificOutput.additionalContext`` as Claude Code's, and Gemini sets ``CLAUDE_PROJECT_DIR`` (as an
   alias of ``GEMINI_PROJECT_DIR``) for it: ``checkpoint brief --hook`` serves both.
+- ``--scope user``: the servers of ``~/.gemini/settings.json`` run in every project, so each gets its own journal
+  under the user's data folder (``claude_json.user_journal``), and the brief hook goes in that file too; the
+  session server stays the project's.
 - Folder trust: in a folder the user has not trusted, Gemini starts none of the project's servers (nor the
   user's stdio ones) and runs none of its hooks. `init` never marks a folder trusted; its summary says so.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError
-from checkpoint_mcp.init import clients, wrap
+from checkpoint_mcp.init import claude_json, clients, scopes, wrap
+from checkpoint_mcp.init.files import Change, Loaded, load_json, render_json
 
 SETTINGS: Final = os.path.join(".gemini", "settings.json")
 HOOK_NAME: Final = "checkpoint-brief"
@@ -101,3 +107,65 @@ def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:
     hook = {"name": HOOK_NAME, "type": "command", "command": command, "timeout": HOOK_TIMEOUT_MS}
     groups.append({"hooks": [hook]})
     return None
+
+
+@dataclass
+class UserFile:
+    """``~/.gemini/settings.json`` as read, and a copy of it whose servers `init` changes."""
+
+    loaded: Loaded
+    document: dict[str, Any]
+    servers: dict[str, Any]
+
+
+def read_user(environ: Mapping[str, str]) -> UserFile:
+    """Read the user's Gemini settings (a missing file has no servers).
+
+    Raises:
+        ClientConfigError: the file cannot be read, is not JSON, or ``mcpServers`` is not an object.
+    """
+    loaded = load_json(user_settings(environ))
+    document = copy.deepcopy(loaded.value)
+    servers = clients.servers_of(document, clients.CLIENTS[clients.GEMINI], loaded.path)
+    return UserFile(loaded, document, servers)
+
+
+def plan_user(
+    user: UserFile, asked: scopes.Asked, left_alone: list[tuple[str, str]], wrapped: list[scopes.Wrapped]
+) -> list[Change]:
+    """The change to ``~/.gemini/settings.json``: each user server wrapped with its own journal, and the brief
+    hook where missing; appends to ``left_alone`` (server, why) and ``wrapped``.
+
+    Raises:
+        ClientConfigError: an entry is of a shape `init` does not know, or the hooks are not of Gemini's shape.
+    """
+    path, servers = user.loaded.path, user.servers
+    runs_checkpoint = False
+    for name in list(servers):
+        entry = servers[name]
+        if scopes.USER not in asked.scopes:
+            left_alone.append((name, scopes.left_out(scopes.USER)))
+        elif name in asked.skip or (asked.only and name not in asked.only):
+            left_alone.append((name, "skipped"))
+        elif isinstance(entry, dict) and wrap.runs_checkpoint(entry):
+            left_alone.append((name, "already runs checkpoint"))
+            runs_checkpoint = True
+        else:
+            shape, plain = classify(name, entry, path)
+            env = clients.check_env(name, plain, path)
+            journal = claude_json.user_journal(name, asked.environ)
+            how = wrap.Wrapping(asked.wrapping.launcher, journal, asked.wrapping.policy)
+            if asked.policy_of is not None:
+                how = asked.policy_of(name, plain, shape, env, how)
+            servers[name] = wrap.wrap(name, plain, shape, how, holds_variable=holds_variable)
+            wrapped.append(scopes.Wrapped(scopes.USER, name, journal, path))
+            runs_checkpoint = True
+    if servers and "mcpServers" not in user.document:
+        user.document["mcpServers"] = servers
+    if runs_checkpoint and not wrap.has_brief_hook(user.document):
+        problem = add_brief_hook(user.document, asked.wrapping.launcher.shell("brief", "--hook"))
+        if problem is not None:
+            raise ClientConfigError(path, problem)
+    if user.document == user.loaded.value:
+        return []
+    return [Change(path, user.loaded.raw, render_json(user.document, user.loaded.raw))]

@@ -109,13 +109,7 @@ def plan(request: Request) -> Plan:
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
-    found = None
-    if client.name == clients.CLAUDE_CODE:
-        found = scopes.read_for(project, request.environ, request.scopes)
-    if found is None:
-        _check_names(path, servers, request.only, request.skip)
-    else:
-        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
+    found, user = _user_files(client, project, request, path, servers)
     own_policy = policy is None and not request.no_policy
     to_ask: dict[str, tuple[policies.Server, str]] = {}
     taken: set[str] = set()
@@ -138,25 +132,56 @@ def plan(request: Request) -> Plan:
     if ignore is not None and (result.changes or any(wrap.is_session_server(e) for e in _entries(servers))):
         result.changes.append(ignore)
         result.ignored_checkpoint = True
-    if found is not None:
-        policy_of = None
-        if own_policy:
-
-            def policy_of(
-                name: str,
-                entry: Mapping[str, Any],
-                shape: clients.StdioEntry | clients.HttpEntry,
-                env: dict[str, str],
-                how: wrap.Wrapping,
-            ) -> wrap.Wrapping:
-                return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
-
+    if found is not None or user is not None:
+        policy_of = _policy_of(project, taken, to_ask) if own_policy else None
         asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
-        result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
+        if found is not None:
+            result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
+        if user is not None:
+            result.changes += gemini.plan_user(user, asked, result.left_alone, result.scoped)
     if result.changes:
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
     return result
+
+
+def _user_files(
+    client: clients.Client, project: str, request: Request, path: str, servers: Mapping[str, Any]
+) -> tuple[scopes.Found | None, gemini.UserFile | None]:
+    """The client's files of servers beyond the project's (Claude Code's ``~/.claude.json``, Gemini's user
+    settings), read; and every name of ``--only`` and ``--skip`` checked against all of them.
+
+    Raises:
+        ClientConfigError: a file cannot be read.
+        InitError: --only or --skip names a server no file has.
+    """
+    found = user = None
+    if client.name == clients.CLAUDE_CODE:
+        found = scopes.read_for(project, request.environ, request.scopes)
+    elif client.name == clients.GEMINI:
+        user = gemini.read_user(request.environ)
+    if found is not None:
+        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
+    elif user is not None:
+        _check_names(f"{path} or {user.loaded.path}", {**user.servers, **servers}, request.only, request.skip)
+    else:
+        _check_names(path, servers, request.only, request.skip)
+    return found, user
+
+
+def _policy_of(project: str, taken: set[str], to_ask: dict[str, tuple[policies.Server, str]]) -> scopes.PolicyOf:
+    """Gives a server of a user file its own policy in the project's policies folder, as the project's get."""
+
+    def policy_of(
+        name: str,
+        entry: Mapping[str, Any],
+        shape: clients.StdioEntry | clients.HttpEntry,
+        env: dict[str, str],
+        how: wrap.Wrapping,
+    ) -> wrap.Wrapping:
+        return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
+
+    return policy_of
 
 
 def _wrap_servers(

@@ -4,8 +4,10 @@ tools/npm) in a temporary HOME, offline but for a scripted model on loopback.
 The project's ``.gemini/settings.json`` names a stdio mail server (a secret in ``env``, a relative script path
 run in ``cwd``) and a Streamable HTTP server that answers only with a bearer token and a tenant header.
 ``gemini mcp list`` shows both Connected before `init` and after it; a second `init` changes nothing; ``--undo``
-puts every file back byte for byte. Two headless sessions (``gemini -p``): the model sends one e-mail in the
-first; in the second the same call is refused under the policy `init` wrote, and the brief reached the model.
+puts every file back byte for byte. The user's ``~/.gemini/settings.json`` has a server of its own, wrapped with
+its own journal. Headless sessions (``gemini -p``): the model sends one e-mail in the first; in the second the
+same call is refused under the policy `init` wrote, and the brief reached the model; after Gemini is killed
+with the e-mail in flight, the next session's brief says it is in doubt and the call is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -102,6 +105,7 @@ class Project:
     home: Path
     outbox: Path
     billing_seen: list[dict[str, str]]
+    hold: Path
 
     @property
     def settings(self) -> Path:
@@ -147,14 +151,15 @@ def project(tmp_path: Path, billing: tuple[str, list[dict[str, str]]]) -> Projec
     git = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, env={**os.environ, **git}, check=True, timeout=30)
     shutil.copy(MAILBOX, path / "tools" / "mailbox_server.py")
-    mailbox = tmp_path / "mailbox"
+    mailbox, hold = tmp_path / "mailbox", tmp_path / "release"
+    hold.touch()  # calls answer at once unless a test removes it
     url, seen = billing
     servers = {
         "mailbox": {
             "command": sys.executable,
             "args": ["mailbox_server.py"],
             "cwd": "tools",
-            "env": {"MAILBOX_DIR": str(mailbox), "MAIL_API_TOKEN": "${MAIL_TOKEN}"},
+            "env": {"MAILBOX_DIR": str(mailbox), "MAIL_API_TOKEN": "${MAIL_TOKEN}", "MAILBOX_HOLD": str(hold)},
             "timeout": 30000,
         },
         "billing": {
@@ -168,10 +173,12 @@ def project(tmp_path: Path, billing: tuple[str, list[dict[str, str]]]) -> Projec
     (path / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n")
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
+    # A user-scope server, started in every project: `init` gives it its own journal.
+    notes = {"command": sys.executable, "args": [str(MAILBOX)], "env": {"MAILBOX_DIR": str(tmp_path / "notes")}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps({**SETTINGS, "mcpServers": {"notes": notes}}))
     # What a user does once when Gemini asks: trust the project folder.
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(path): "TRUST_FOLDER"}))
-    return Project(path, home, mailbox / "sent.jsonl", seen)
+    return Project(path, home, mailbox / "sent.jsonl", seen, hold)
 
 
 def gemini(project: Project, *args: str, env: dict[str, str] | None = None) -> str:
@@ -214,11 +221,12 @@ def snapshot(project: Project) -> dict[Path, bytes | None]:
 
 @pytest.mark.timeout(240)
 def test_gemini_connects_to_both_servers_before_and_after_init_and_undo_restores_every_file(project: Project) -> None:
-    assert connected(gemini(project, "mcp", "list")) == {"mailbox", "billing"}
+    assert connected(gemini(project, "mcp", "list")) == {"mailbox", "billing", "notes"}
     before = snapshot(project)
 
     done = init(project)
     assert "wrapped: mailbox, billing" in done.stderr, done.stderr
+    assert "wrapped (user scope, " in done.stderr, done.stderr
     assert "trust" in done.stderr, "the summary says the folder must be trusted"
     settings = json.loads(project.settings.read_text())
     mailbox, billing = settings["mcpServers"]["mailbox"], settings["mcpServers"]["billing"]
@@ -231,7 +239,9 @@ def test_gemini_connects_to_both_servers_before_and_after_init_and_undo_restores
     assert [hook["hooks"][0]["name"] for hook in settings["hooks"]["SessionStart"]] == ["checkpoint-brief"]
 
     listing = gemini(project, "mcp", "list")
-    assert connected(listing) == {"mailbox", "billing", "checkpoint-session"}, listing
+    assert connected(listing) == {"mailbox", "billing", "notes", "checkpoint-session"}, listing
+    notes = json.loads((project.home / ".gemini" / "settings.json").read_text())["mcpServers"]["notes"]
+    assert "--upstream-cmd" in notes["args"], notes
     assert "checkpoint_mcp" in listing or "checkpoint " in listing, listing
 
     again = init(project)
@@ -275,13 +285,19 @@ def test_a_repeated_send_in_a_second_gemini_session_is_refused_and_the_brief_rea
     again = ScriptedGemini([ToolCall(SEND, MAIL)])
     session(project, again)
     assert len(project.sent()) == 1, project.sent()
-    prompt = "".join(part.get("text", "") for c in again.requests[0]["contents"] for part in c["parts"])
-    brief = prompt[prompt.find("<hook_context>") : prompt.find("</hook_context>")]
+    brief = hook_context(again)
     assert "Side effects (journal)" in brief, "the brief never reached the model"
     assert "send_email" in brief, brief
     refusal = again.function_responses()[-1]
     assert "send_email" in refusal, refusal
     assert "already ran" in refusal, refusal
+
+
+def hook_context(model: ScriptedGemini) -> str:
+    """What the SessionStart hook added to the prompt of the session's first request (Gemini wraps it in
+    ``<hook_context>``)."""
+    prompt = "".join(part.get("text", "") for c in model.requests[0]["contents"] for part in c["parts"])
+    return prompt[prompt.find("<hook_context>") : prompt.find("</hook_context>")]
 
 
 def journal(project: Project) -> Path:
@@ -301,3 +317,40 @@ def session(project: Project, model: ScriptedGemini) -> str:
             "json",
             env=project.environment(GOOGLE_GEMINI_BASE_URL=url),
         )
+
+
+@pytest.mark.timeout(240)
+def test_gemini_killed_mid_call_then_a_new_session_sends_one_email_and_the_brief_says_it_is_in_doubt(
+    project: Project,
+) -> None:
+    init(project)
+    project.hold.unlink()  # the mail goes out, then the answer waits
+    model = ScriptedGemini([ToolCall(SEND, MAIL)])
+    with serving(model) as url:
+        child = subprocess.Popen(
+            [*nodetools.gemini(), "-p", "Send Bob his invoice.", "--approval-mode", "yolo"],
+            cwd=project.path,
+            env=project.environment(GOOGLE_GEMINI_BASE_URL=url),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + GEMINI_TIMEOUT
+        while not project.sent() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(child.pid, signal.SIGKILL)  # Gemini, its proxies and the mail server: a crash
+        child.wait(timeout=30)
+    assert project.sent(), "the mail was never sent"
+    project.hold.touch()
+
+    after = ScriptedGemini([ToolCall(SEND, MAIL)])
+    session(project, after)
+
+    assert len(project.sent()) == 1, project.sent()
+    brief = hook_context(after)
+    assert "send_email" in brief, brief
+    assert "doubt" in brief, brief
+    answer = after.function_responses()[-1]
+    assert "in doubt" in answer, answer
+    assert "sent 'Your invoice'" not in answer, answer

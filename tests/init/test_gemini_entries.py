@@ -146,3 +146,19 @@ def test_scope_local_is_refused_for_gemini(tmp_path: Path) -> None:
     code, message = gemini_init(tmp_path, "--scope", "local")
     assert code != 0
     assert "project and user" in message, message
+
+
+def test_gemini_cli_home_moves_the_user_file_as_it_does_for_gemini(tmp_path: Path, temp_home: Path) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "gemini-home"
+    project.mkdir()
+    in_home = write_settings(temp_home, {"mcpServers": {"a": {"command": "a-server"}}})
+    moved = write_settings(elsewhere, {"mcpServers": {"b": {"command": "b-server"}}})
+    before = in_home.read_bytes()
+
+    done = run_init(
+        "--client", "gemini", "--project", str(project), "--no-policy", env={"GEMINI_CLI_HOME": str(elsewhere)}
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert in_home.read_bytes() == before
+    assert "--upstream-cmd" in json.loads(moved.read_text())["mcpServers"]["b"]["args"]

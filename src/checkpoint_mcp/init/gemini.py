@@ -38,6 +38,7 @@ from checkpoint_mcp.init import claude_json, clients, scopes, wrap
 from checkpoint_mcp.init.files import Change, Loaded, load_json, render_json
 
 SETTINGS: Final = os.path.join(".gemini", "settings.json")
+HOME_ENV: Final = "GEMINI_CLI_HOME"
 HOOK_NAME: Final = "checkpoint-brief"
 HOOK_TIMEOUT_MS: Final = wrap.HOOK_TIMEOUT * 1000
 URL_KEYS: Final = ("httpUrl", "url")
@@ -50,14 +51,10 @@ TRUST_NOTE: Final = (
 )
 
 
-def project_settings(project: str) -> str:
-    """The project's ``.gemini/settings.json``."""
-    return os.path.join(project, SETTINGS)
-
-
 def user_settings(environ: Mapping[str, str]) -> str:
-    """The user's ``~/.gemini/settings.json``."""
-    home = environ.get("HOME") or os.path.expanduser("~")
+    """The user's ``~/.gemini/settings.json`` (under ``$GEMINI_CLI_HOME`` instead of the home folder when that is
+    set, as Gemini does)."""
+    home = environ.get(HOME_ENV) or environ.get("HOME") or os.path.expanduser("~")
     return os.path.join(home, SETTINGS)
 
 

@@ -38,3 +38,8 @@ def env() -> dict[str, str]:
 def claude() -> Path:
     """The Claude Code CLI (npm ``@anthropic-ai/claude-code``; its postinstall put the native binary in place)."""
     return _require(MODULES / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe")
+
+
+def gemini() -> list[str]:
+    """The argv that runs the Gemini CLI (npm ``@google/gemini-cli``) with Node 22."""
+    return package_bin("@google/gemini-cli", "bundle/gemini.js")

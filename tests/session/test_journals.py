@@ -268,3 +268,21 @@ def test_the_local_scope_servers_of_claude_json_count_with_mcp_json(tmp_path: Pa
     broken = journals.configured((), root=str(root), environ={"HOME": str(home)}, cwd="/elsewhere")
     assert broken.journals == (Journaled("/j/mcp.db", "/j/mcp.db", "m"),)
     assert broken.warnings[0].startswith(f"{home / '.claude.json'} could not be read")
+
+
+def test_the_checkpoint_servers_of_gemini_settings_count_with_mcp_json(tmp_path: Path) -> None:
+    mine = {"command": "checkpoint", "args": ["--journal", "/j/mcp.db", "--workflow-id", "m"]}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"m": mine}}))
+    wrapped = {"command": "checkpoint", "args": ["--journal", ".checkpoint/journal.db", "--workflow-id", "mail"]}
+    plain = {"httpUrl": "http://127.0.0.1:9/mcp"}
+    gemini = {"mcpServers": {"mail": wrapped, "plain": plain}, "hooks": {}}
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps(gemini))
+
+    setup = journals.configured((), root=str(tmp_path), environ={}, cwd="/elsewhere")
+
+    in_gemini = str(tmp_path / ".checkpoint" / "journal.db")
+    assert setup.journals == (
+        Journaled("/j/mcp.db", "/j/mcp.db", "m"),
+        Journaled(in_gemini, in_gemini, "mail"),
+    )

@@ -11,6 +11,8 @@ The clients, as they document their files:
 - **Claude Desktop**: one file per user, ``claude_desktop_config.json`` in ``~/Library/Application
   Support/Claude`` (macOS), ``%APPDATA%\\Claude`` (Windows), ``$XDG_CONFIG_HOME/Claude`` (Linux builds), with
   ``mcpServers``.
+- **Gemini CLI**, project scope: ``<project>/.gemini/settings.json`` with ``mcpServers`` and, in the same file,
+  its hooks; its entries name their transport by key (``httpUrl``, ``url``, ``command``): ``gemini`` reads them.
 
 A server entry is either *stdio* (``command``, ``args``, ``env``) or *HTTP* (``url``, ``headers``; ``type``
 ``http``, ``sse`` or ``streamable-http``, or no ``type`` at all). Anything else is refused by name.
@@ -30,6 +32,7 @@ CLAUDE_CODE: Final = "claude-code"
 CURSOR: Final = "cursor"
 VSCODE: Final = "vscode"
 CLAUDE_DESKTOP: Final = "claude-desktop"
+GEMINI: Final = "gemini"
 
 STDIO_TYPES: Final = frozenset({"stdio"})
 HTTP_TYPES: Final = frozenset({"http", "sse", "streamable-http", "streamableHttp"})
@@ -53,6 +56,8 @@ CLIENTS: Final[dict[str, Client]] = {
     CURSOR: Client(CURSOR, "mcpServers", hook=False, finds_journals=False),
     VSCODE: Client(VSCODE, "servers", hook=False, finds_journals=False),
     CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False),
+    # Gemini's hook goes in the file of its servers (``gemini``); its session server is told the journals.
+    GEMINI: Client(GEMINI, "mcpServers", hook=False, finds_journals=False),
 }
 
 
@@ -64,6 +69,8 @@ def config_path(client: Client, project: str, environ: Mapping[str, str], platfo
         return os.path.join(project, ".cursor", "mcp.json")
     if client.name == VSCODE:
         return os.path.join(project, ".vscode", "mcp.json")
+    if client.name == GEMINI:
+        return os.path.join(project, ".gemini", "settings.json")
     return desktop_config_path(environ, platform)
 
 

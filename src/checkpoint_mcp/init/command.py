@@ -35,11 +35,11 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--client",
-    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop"]),
+    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "gemini"]),
     default="claude-code",
     show_default=True,
     help="Whose configuration: Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json), "
-    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json).",
+    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json).",
 )
 @click.option(
     "--journal",
@@ -71,8 +71,9 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
     "scope",
     multiple=True,
     metavar="SCOPE",
-    help="Claude Code only: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). Default: "
-    "all three, each in its own file (.mcp.json; ~/.claude.json for local and user).",
+    help="Claude Code and Gemini: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). "
+    "Default: all, each in its own file (.mcp.json; ~/.claude.json for local and user; Gemini: .gemini/settings.json "
+    "and ~/.gemini/settings.json, no local).",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
@@ -106,8 +107,10 @@ def init(
 
     from checkpoint_mcp.init import files, plan, scopes, wrap
 
-    if scope and client != "claude-code":
-        raise click.UsageError("--scope is for --client claude-code (the other clients have one file each)")
+    if scope and client not in ("claude-code", "gemini"):
+        raise click.UsageError("--scope is for --client claude-code or gemini (the other clients have one file each)")
+    if client == "gemini" and "local" in _names(scope):
+        raise click.UsageError("Gemini CLI has two scopes, project and user (no local)")
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     if policy is not None and no_policy:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import clients, policies, scopes, wrap
+from checkpoint_mcp.init import clients, gemini, policies, scopes, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -87,6 +87,8 @@ class Plan:
     """(server, tools) whose tools carry no hints at all: the ones to review first."""
     scoped: list[scopes.Wrapped] = field(default_factory=list)
     """The servers of Claude Code's ``~/.claude.json`` (local and user scope) wrapped."""
+    notes: list[str] = field(default_factory=list)
+    """What the user must still do for the client to run what `init` wrote (Gemini: trust the folder)."""
 
 
 def plan(request: Request) -> Plan:
@@ -107,20 +109,18 @@ def plan(request: Request) -> Plan:
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
-    found = None
-    if client.name == clients.CLAUDE_CODE:
-        found = scopes.read_for(project, request.environ, request.scopes)
-    if found is None:
-        _check_names(path, servers, request.only, request.skip)
-    else:
-        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
+    found, user = _user_files(client, project, request, path, servers)
     own_policy = policy is None and not request.no_policy
     to_ask: dict[str, tuple[policies.Server, str]] = {}
     taken: set[str] = set()
-    journals, sessions = _wrap_servers(servers, request, wrapping, project, path, result, own_policy, to_ask, taken)
+    journals, sessions = _wrap_servers(
+        servers, request, wrapping, project, (client, path), result, own_policy, to_ask, taken
+    )
     _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
+    if client.name == clients.GEMINI:
+        _gemini_hook(document, path, request.launcher, result)
     if document != loaded.value:
         result.changes.append(Change(path, loaded.raw, render_json(document, loaded.raw)))
     if client.hook:
@@ -132,25 +132,56 @@ def plan(request: Request) -> Plan:
     if ignore is not None and (result.changes or any(wrap.is_session_server(e) for e in _entries(servers))):
         result.changes.append(ignore)
         result.ignored_checkpoint = True
-    if found is not None:
-        policy_of = None
-        if own_policy:
-
-            def policy_of(
-                name: str,
-                entry: Mapping[str, Any],
-                shape: clients.StdioEntry | clients.HttpEntry,
-                env: dict[str, str],
-                how: wrap.Wrapping,
-            ) -> wrap.Wrapping:
-                return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
-
+    if found is not None or user is not None:
+        policy_of = _policy_of(project, taken, to_ask) if own_policy else None
         asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
-        result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
+        if found is not None:
+            result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
+        if user is not None:
+            result.changes += gemini.plan_user(user, asked, result.left_alone, result.scoped)
     if result.changes:
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
     return result
+
+
+def _user_files(
+    client: clients.Client, project: str, request: Request, path: str, servers: Mapping[str, Any]
+) -> tuple[scopes.Found | None, gemini.UserFile | None]:
+    """The client's files of servers beyond the project's (Claude Code's ``~/.claude.json``, Gemini's user
+    settings), read; and every name of ``--only`` and ``--skip`` checked against all of them.
+
+    Raises:
+        ClientConfigError: a file cannot be read.
+        InitError: --only or --skip names a server no file has.
+    """
+    found = user = None
+    if client.name == clients.CLAUDE_CODE:
+        found = scopes.read_for(project, request.environ, request.scopes)
+    elif client.name == clients.GEMINI:
+        user = gemini.read_user(request.environ)
+    if found is not None:
+        _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
+    elif user is not None:
+        _check_names(f"{path} or {user.loaded.path}", {**user.servers, **servers}, request.only, request.skip)
+    else:
+        _check_names(path, servers, request.only, request.skip)
+    return found, user
+
+
+def _policy_of(project: str, taken: set[str], to_ask: dict[str, tuple[policies.Server, str]]) -> scopes.PolicyOf:
+    """Gives a server of a user file its own policy in the project's policies folder, as the project's get."""
+
+    def policy_of(
+        name: str,
+        entry: Mapping[str, Any],
+        shape: clients.StdioEntry | clients.HttpEntry,
+        env: dict[str, str],
+        how: wrap.Wrapping,
+    ) -> wrap.Wrapping:
+        return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
+
+    return policy_of
 
 
 def _wrap_servers(
@@ -158,7 +189,7 @@ def _wrap_servers(
     request: Request,
     wrapping: wrap.Wrapping,
     project: str,
-    path: str,
+    where: tuple[clients.Client, str],
     result: Plan,
     own_policy: bool,
     to_ask: dict[str, tuple[policies.Server, str]],
@@ -169,6 +200,7 @@ def _wrap_servers(
     runs through ``checkpoint`` now, and the session servers to bring up to date once those are all known."""
     journals: list[tuple[str, str]] = []
     sessions: list[str] = []
+    client, path = where
     for name in list(servers):
         entry = servers[name]
         session = isinstance(entry, dict) and wrap.is_session_server(entry)
@@ -188,15 +220,31 @@ def _wrap_servers(
                 result.left_alone.append((name, "already runs checkpoint"))
             journals += _journals_of(entry, project)
         else:
-            shape = clients.classify(name, entry, path)
+            shape, entry = _classify(client, name, entry, path)
             env = clients.check_env(name, entry, path)
             server_wrapping = wrapping
             if own_policy:
                 server_wrapping = _own_policy(project, name, entry, shape, env, wrapping, taken, to_ask)
-            servers[name] = wrap.wrap(name, entry, shape, server_wrapping)
+            holds = gemini.holds_variable if client.name == clients.GEMINI else wrap.holds_client_variable
+            servers[name] = wrap.wrap(name, entry, shape, server_wrapping, holds_variable=holds)
             result.wrapped.append(name)
             journals.append((wrapping.journal, name))
     return journals, sessions
+
+
+def _classify(
+    client: clients.Client, name: str, entry: object, path: str
+) -> tuple[clients.StdioEntry | clients.HttpEntry, dict[str, Any]]:
+    """One entry's shape, and the entry as ``wrap.wrap`` takes it (Gemini's names its transport by key).
+
+    Raises:
+        ClientConfigError: the entry is of a shape `init` does not know.
+    """
+    if client.name == clients.GEMINI:
+        return gemini.classify(name, entry, path)
+    if not isinstance(entry, dict):
+        raise ClientConfigError(path, "the entry is not a JSON object", entry=name)
+    return clients.classify(name, entry, path), entry
 
 
 def _session_servers(
@@ -283,6 +331,21 @@ def _hook_change(project: str, launcher: wrap.Launcher) -> tuple[Change, bool] |
         if problem is not None:
             raise ClientConfigError(path, problem)
     return Change(path, loaded.raw, render_json(settings, loaded.raw)), repaired
+
+
+def _gemini_hook(document: Any, path: str, launcher: wrap.Launcher, result: Plan) -> None:
+    """Add the brief hook to Gemini's settings (the file of its servers) where missing, and say what the user must
+    still do: Gemini runs a project's servers and hooks only in a folder the user trusts.
+
+    Raises:
+        ClientConfigError: the file's hooks are not of the shape Gemini reads.
+    """
+    if not wrap.has_brief_hook(document):
+        problem = gemini.add_brief_hook(document, launcher.shell("brief", "--hook"))
+        if problem is not None:
+            raise ClientConfigError(path, problem)
+        result.hook = True
+    result.notes.append(gemini.TRUST_NOTE.format(project=os.path.dirname(os.path.dirname(path))))
 
 
 def _ignore_checkpoint_file(project: str) -> Change | None:
@@ -381,6 +444,8 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     if result.ignored_checkpoint:
         lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
     lines += _policy_summary(result, dry_run=dry_run)
+    if result.changes:
+        lines += [f"to do: {note}" for note in result.notes]
     if not result.changes:
         lines.append("nothing to change: every server already runs checkpoint")
     elif dry_run:

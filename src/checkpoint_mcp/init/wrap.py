@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -102,11 +102,23 @@ class Wrapping:
         return [*args, "--name", workflow]
 
 
-def wrap(name: str, entry: Mapping[str, Any], shape: StdioEntry | HttpEntry, wrapping: Wrapping) -> dict[str, Any]:
-    """The entry that runs ``checkpoint`` in front of the server ``entry`` describes (a new dict; key order kept)."""
+def holds_client_variable(word: str) -> bool:
+    """Whether ``word`` holds a ``${…}`` the client expands (every client but Gemini, which also has ``$VAR``)."""
+    return CLIENT_VARIABLE in word
+
+
+def wrap(
+    name: str,
+    entry: Mapping[str, Any],
+    shape: StdioEntry | HttpEntry,
+    wrapping: Wrapping,
+    holds_variable: Callable[[str], bool] = holds_client_variable,
+) -> dict[str, Any]:
+    """The entry that runs ``checkpoint`` in front of the server ``entry`` describes (a new dict; key order kept);
+    an argument for which ``holds_variable`` is true moves into ``env``."""
     env = dict(entry.get("env", {}))
     if isinstance(shape, StdioEntry):
-        upstream = ["--upstream-cmd", shell_command([shape.command, *shape.args], env)]
+        upstream = ["--upstream-cmd", shell_command([shape.command, *shape.args], env, holds_variable)]
     else:
         upstream = ["--upstream-url", shape.url]
         for header, value in shape.headers:
@@ -144,12 +156,14 @@ def upgrade_headers(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if new == args else {**entry, "args": new}
 
 
-def shell_command(argv: Sequence[str], env: dict[str, str]) -> str:
+def shell_command(
+    argv: Sequence[str], env: dict[str, str], holds_variable: Callable[[str], bool] = holds_client_variable
+) -> str:
     """``argv`` as a ``/bin/sh`` command line that runs exactly it; strings holding a client variable move into
     ``env`` (as ``CHECKPOINT_ARG_<n>``) and are quoted as ``"$CHECKPOINT_ARG_<n>"``."""
     words = []
     for index, word in enumerate(argv):
-        if CLIENT_VARIABLE in word:
+        if holds_variable(word):
             variable = _free(f"CHECKPOINT_ARG_{index}", env)
             env[variable] = word
             words.append(f'"${variable}"')

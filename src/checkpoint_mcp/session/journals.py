@@ -10,7 +10,8 @@ The journals come from the first of these that names any:
    ``--policy`` file, whose ``probe`` and ``idempotency`` tables tell which in-doubt calls settle themselves).
    ``${VAR}`` and ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the
    project root. With them, the same of the project's local-scope servers in Claude Code's ``$HOME/.claude.json``
-   (``projects["<root>"].mcpServers``, where ``checkpoint init`` wraps the servers ``claude mcp add`` made).
+   (``projects["<root>"].mcpServers``, where ``checkpoint init`` wraps the servers ``claude mcp add`` made), and
+   of the project's Gemini CLI servers (``<root>/.gemini/settings.json``, whose SessionStart hook runs the brief).
 
 A workflow without ``--workflow-id`` is the proxy's default, the journal's absolute path (a URL: without its
 password). Reading goes through ``journal.digest`` only, read-only; a journal that cannot be read becomes a
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
 WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
 MCP_CONFIG: Final = ".mcp.json"
+GEMINI_CONFIG: Final = os.path.join(".gemini", "settings.json")
 _VARIABLE: Final = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 
 
@@ -110,9 +112,10 @@ def _runs_checkpoint(command: object, args: Sequence[str]) -> bool:
     return name.startswith("python") and list(args[:2]) == ["-m", "checkpoint_mcp"]
 
 
-def from_mcp_json(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSpec], list[str]]:
-    """The journals of the ``checkpoint`` servers in ``<root>/.mcp.json``, and warnings about the file."""
-    path = os.path.join(root, MCP_CONFIG)
+def from_mcp_json(root: str, environ: Mapping[str, str], name: str = MCP_CONFIG) -> tuple[list[JournalSpec], list[str]]:
+    """The journals of the ``checkpoint`` servers in ``<root>/.mcp.json`` (or another file of ``mcpServers``
+    under the project: ``name``), and warnings about the file."""
+    path = os.path.join(root, name)
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
@@ -207,6 +210,8 @@ def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[s
         specs, warnings = from_mcp_json(root, environ)
         local, local_warnings = from_claude_json(root, environ)
         specs, warnings = [*specs, *local], [*warnings, *local_warnings]
+        in_gemini, gemini_warnings = from_mcp_json(root, environ, GEMINI_CONFIG)
+        specs, warnings = [*specs, *in_gemini], [*warnings, *gemini_warnings]
         base = root
     found: dict[tuple[str, str], Journaled] = {}
     for spec in specs:

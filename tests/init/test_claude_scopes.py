@@ -93,6 +93,11 @@ def test_claude_code_connects_the_local_and_user_servers_init_wrapped_and_a_call
     assert mine["env"]["API_KEY"] == SECRET
     assert SECRET not in json.dumps(mine["args"])
     assert user_journal.parent.is_dir()
+    # Each gets its own policy: the local one in the project, the user one beside its journal (it runs in every
+    # project, and the project init ran in may go away).
+    assert mine["args"][6:8] == ["--policy", f"{project}/.checkpoint/policies/mine.toml"]
+    assert everywhere["args"][6:8] == ["--policy", str(user_journal.parent / "policies" / "everywhere.toml")]
+    assert (user_journal.parent / "policies" / "everywhere.toml").is_file()
     user_settings = json.loads((Path(env["HOME"]) / ".claude" / "settings.json").read_text())
     assert user_settings["enableAllProjectMcpServers"] is True, "the user's settings kept"
     [group] = user_settings["hooks"]["SessionStart"]

@@ -49,7 +49,7 @@ def test_a_server_not_asked_gets_default_alone() -> None:
 
 def test_file_names_are_safe_and_distinct() -> None:
     taken: set[str] = set()
-    paths = [policy_path("/p", name, taken) for name in ("a/b", "a:b", "..", "A_B")]
+    paths = [policy_path("/p/.checkpoint/policies", name, taken) for name in ("a/b", "a:b", "..", "A_B")]
     assert paths == [
         "/p/.checkpoint/policies/a_b.toml",
         "/p/.checkpoint/policies/a_b-2.toml",

@@ -153,7 +153,7 @@ def plan_user(
             journal = claude_json.user_journal(name, asked.environ)
             how = wrap.Wrapping(asked.wrapping.launcher, journal, asked.wrapping.policy)
             if asked.policy_of is not None:
-                how = asked.policy_of(name, plain, shape, env, how)
+                how = asked.policy_of(scopes.USER, name, plain, shape, env, how)
             servers[name] = wrap.wrap(name, plain, shape, how, holds_variable=holds_variable)
             wrapped.append(scopes.Wrapped(scopes.USER, name, journal, path))
             runs_checkpoint = True

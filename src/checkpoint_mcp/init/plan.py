@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import clients, gemini, policies, scopes, wrap
+from checkpoint_mcp.init import claude_json, clients, gemini, policies, scopes, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -133,7 +133,7 @@ def plan(request: Request) -> Plan:
         result.changes.append(ignore)
         result.ignored_checkpoint = True
     if found is not None or user is not None:
-        policy_of = _policy_of(project, taken, to_ask) if own_policy else None
+        policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
         asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
         if found is not None:
             result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
@@ -169,17 +169,26 @@ def _user_files(
     return found, user
 
 
-def _policy_of(project: str, taken: set[str], to_ask: dict[str, tuple[policies.Server, str]]) -> scopes.PolicyOf:
-    """Gives a server of a user file its own policy in the project's policies folder, as the project's get."""
+def _policy_of(
+    project: str, environ: Mapping[str, str], taken: set[str], to_ask: dict[str, tuple[policies.Server, str]]
+) -> scopes.PolicyOf:
+    """Gives a server of a client's own file its own policy: a local-scope one in the project's policies folder,
+    as the project's get; a user-scope one beside its journal in the user's data folder."""
+    user_taken: set[str] = set()
 
     def policy_of(
+        scope: str,
         name: str,
         entry: Mapping[str, Any],
         shape: clients.StdioEntry | clients.HttpEntry,
         env: dict[str, str],
         how: wrap.Wrapping,
     ) -> wrap.Wrapping:
-        return _own_policy(project, name, entry, shape, env, how, taken, to_ask)
+        if scope == scopes.USER:
+            folder = policies.user_policies_folder(claude_json.user_journal_folder(environ))
+            return _own_policy(project, folder, name, entry, shape, env, how, user_taken, to_ask)
+        folder = os.path.join(project, policies.POLICIES_FOLDER)
+        return _own_policy(project, folder, name, entry, shape, env, how, taken, to_ask)
 
     return policy_of
 
@@ -224,7 +233,8 @@ def _wrap_servers(
             env = clients.check_env(name, entry, path)
             server_wrapping = wrapping
             if own_policy:
-                server_wrapping = _own_policy(project, name, entry, shape, env, wrapping, taken, to_ask)
+                folder = os.path.join(project, policies.POLICIES_FOLDER)
+                server_wrapping = _own_policy(project, folder, name, entry, shape, env, wrapping, taken, to_ask)
             holds = gemini.holds_variable if client.name == clients.GEMINI else wrap.holds_client_variable
             servers[name] = wrap.wrap(name, entry, shape, server_wrapping, holds_variable=holds)
             result.wrapped.append(name)
@@ -374,6 +384,7 @@ def _ignore_checkpoint_file(project: str) -> Change | None:
 
 def _own_policy(
     project: str,
+    policies_folder: str,
     name: str,
     entry: Mapping[str, Any],
     shape: clients.StdioEntry | clients.HttpEntry,
@@ -384,7 +395,7 @@ def _own_policy(
 ) -> wrap.Wrapping:
     """The wrapping of one server with its own policy file; a file not there yet is to be written from the
     server's tools (noted in ``to_ask``), one already there (an earlier init's, or the user's) is used as it is."""
-    path = policies.policy_path(project, name, taken)
+    path = policies.policy_path(policies_folder, name, taken)
     if not os.path.exists(path):
         cwd = entry.get("cwd")
         folder = os.path.join(project, os.path.expanduser(cwd)) if isinstance(cwd, str) and cwd else project

@@ -51,16 +51,22 @@ ToolLister = Callable[[Sequence[Server]], Mapping[str, "list[dict[str, Any]] | s
 """Asks each server for ``tools/list``: its tools, or a sentence saying why it could not be asked."""
 
 
-def policy_path(project: str, server: str, taken: set[str]) -> str:
-    """The absolute path of ``server``'s policy file (a name safe on every file system, made unique among
-    ``taken``, which it joins)."""
+def policy_path(folder: str, server: str, taken: set[str]) -> str:
+    """The absolute path of ``server``'s policy file in the policies ``folder`` (a name safe on every file
+    system, made unique among ``taken``, which it joins)."""
     safe = _UNSAFE.sub("_", server).strip(".") or "server"
     candidate, n = safe, 1
     while candidate.lower() in taken:
         n += 1
         candidate = f"{safe}-{n}"
     taken.add(candidate.lower())
-    return os.path.join(project, POLICIES_FOLDER, candidate + ".toml")
+    return os.path.join(folder, candidate + ".toml")
+
+
+def user_policies_folder(journal_folder: str) -> str:
+    """Where the policies of a user file's servers go: beside their journals in the user's data folder, not in a
+    project (such a server runs in every project, and the project `init` ran in may go away)."""
+    return os.path.join(journal_folder, "policies")
 
 
 def suggest_command(server: Server) -> str:

@@ -106,7 +106,8 @@ def read_for(project: str, environ: Mapping[str, str], asked: Sequence[str]) -> 
 
 
 PolicyOf = Callable[
-    [str, Mapping[str, Any], "clients.StdioEntry | clients.HttpEntry", dict[str, str], wrap.Wrapping], wrap.Wrapping
+    [str, str, Mapping[str, Any], "clients.StdioEntry | clients.HttpEntry", dict[str, str], wrap.Wrapping],
+    wrap.Wrapping,
 ]
 """(server name, entry, its shape, its environment, its wrapping) -> the wrapping with the server's own policy."""
 
@@ -158,7 +159,7 @@ def plan(found: Found, asked: Asked, left_alone: list[tuple[str, str]], wrapped:
                     wrapping = wrap.Wrapping(wrapping.launcher, journal, wrapping.policy)
                     user_runs_checkpoint = True
                 if asked.policy_of is not None:
-                    wrapping = asked.policy_of(name, entry, shape, env, wrapping)
+                    wrapping = asked.policy_of(scope, name, entry, shape, env, wrapping)
                 table[name] = wrap.wrap(name, entry, shape, wrapping)
                 edits.append(Edit((*pointer, name), entry, table[name]))
                 wrapped.append(Wrapped(scope, name, wrapping.journal, path))

@@ -38,3 +38,11 @@ def env() -> dict[str, str]:
 def claude() -> Path:
     """The Claude Code CLI (npm ``@anthropic-ai/claude-code``; its postinstall put the native binary in place)."""
     return _require(MODULES / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe")
+
+
+def codex() -> Path:
+    """The Codex CLI's native binary (npm ``@openai/codex``; the binary is in its optional dependency
+    ``@openai/codex-linux-x64``)."""
+    return _require(
+        MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex"
+    )

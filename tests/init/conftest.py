@@ -1,5 +1,5 @@
-"""Every `init` test runs with HOME (and XDG_DATA_HOME) in a temp folder and no CLAUDE_CONFIG_DIR: `init` reads and writes Claude Code's
-``~/.claude.json`` and ``~/.claude/settings.json``, and a test must never touch the real ones."""
+"""Every `init` test runs with HOME (and XDG_DATA_HOME) in a temp folder and no CLAUDE_CONFIG_DIR or CODEX_HOME: `init` reads and writes Claude Code's
+``~/.claude.json``, ``~/.claude/settings.json`` and ``~/.codex/config.toml``, and a test must never touch the real ones."""
 
 from __future__ import annotations
 
@@ -14,4 +14,5 @@ def temp_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
     return home

@@ -35,11 +35,12 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--client",
-    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop"]),
+    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "codex"]),
     default="claude-code",
     show_default=True,
     help="Whose configuration: Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json), "
-    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json).",
+    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Codex CLI (.codex/config.toml and "
+    "~/.codex/config.toml).",
 )
 @click.option(
     "--journal",
@@ -71,8 +72,9 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
     "scope",
     multiple=True,
     metavar="SCOPE",
-    help="Claude Code only: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). Default: "
-    "all three, each in its own file (.mcp.json; ~/.claude.json for local and user).",
+    help="Claude Code and Codex: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). "
+    "Default: all, each in its own file (Claude Code: .mcp.json; ~/.claude.json for local and user. Codex, which "
+    "has no local scope: .codex/config.toml and ~/.codex/config.toml).",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
@@ -106,8 +108,10 @@ def init(
 
     from checkpoint_mcp.init import files, plan, scopes, wrap
 
-    if scope and client != "claude-code":
-        raise click.UsageError("--scope is for --client claude-code (the other clients have one file each)")
+    if scope and client not in ("claude-code", "codex"):
+        raise click.UsageError("--scope is for --client claude-code and codex (the other clients have one file each)")
+    if client == "codex" and "local" in _names(scope):
+        raise click.UsageError("Codex has no local scope: --scope project or user")
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     if policy is not None and no_policy:

@@ -1,0 +1,275 @@
+"""`checkpoint init --client codex`, judged by the real Codex CLI (npm ``@openai/codex`` 0.171.0).
+
+The project has a stdio mail server (a secret in ``env``, a script named relative to its ``cwd``) and an HTTP
+server that wants a bearer token from ``bearer_token_env_var``, in ``.codex/config.toml``; the user's
+``~/.codex/config.toml`` trusts the project and has a server of its own. ``codex mcp list --json`` shows what Codex
+will start before and after `init`; a second `init` changes nothing; `--undo` puts every file back byte for byte.
+Then whole headless sessions (``codex exec``) against a scripted model on loopback (``scripted_responses``): the
+e-mail goes out once and is journaled, and the same call in a new session is refused by the policy `init` wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkpoint_mcp.init.wrap import is_session_server, runs_checkpoint
+from checkpoint_mcp.journal.base import CallState
+from scripted_responses import McpCall, ResponsesModel, serving
+
+import nodetools
+from .entries import run_init
+from httpservers import HttpServer, faults_server
+from support import journal_states
+
+MAILBOX = Path(__file__).resolve().parent.parent / "servers" / "mailbox_server.py"
+MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": "Hi Bob, your invoice is attached."}
+SECRET = "s3cret-mail-key"
+TOKEN = "billing-token-42"
+NO_NETWORK = (
+    # Nothing but the loopback model: no update check, no analytics, no feedback upload.
+    "-c",
+    "check_for_update_on_startup=false",
+    "-c",
+    "analytics.enabled=false",
+    "-c",
+    "feedback.enabled=false",
+)
+
+
+@dataclass
+class Project:
+    path: Path
+    home: Path
+    outbox: Path
+    billing: HttpServer
+    effects: Path
+
+    @property
+    def config(self) -> Path:
+        return self.path / ".codex" / "config.toml"
+
+    @property
+    def user_config(self) -> Path:
+        return self.home / ".codex" / "config.toml"
+
+    def env(self) -> dict[str, str]:
+        """Codex's environment: a temporary HOME (and CODEX_HOME), the billing token, no real credentials."""
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+        return {
+            **keep,
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.home / ".codex"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "BILLING_TOKEN": TOKEN,
+            "OPENAI_API_KEY": "dummy",
+        }
+
+    def sent(self) -> list[dict[str, str]]:
+        lines = self.outbox.read_text().splitlines() if self.outbox.exists() else []
+        return [json.loads(line) for line in lines]
+
+    def billed(self) -> list[dict[str, Any]]:
+        """The billing server's tools/call requests, each with the Authorization it came with."""
+        lines = self.effects.read_text().splitlines() if self.effects.exists() else []
+        received = [json.loads(line) for line in lines]
+        return [r for r in received if r.get("event") == "received" and r.get("method") == "tools/call"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    path, home = tmp_path / "project", tmp_path / "home"
+    (path / ".codex").mkdir(parents=True)
+    (path / "tools").mkdir()
+    (home / ".codex").mkdir(parents=True)
+    shutil.copy(MAILBOX, path / "tools" / "mailbox_server.py")
+    outbox = tmp_path / "mail" / "sent.jsonl"
+    with faults_server(tmp_path, "--require-authorization", f"Bearer {TOKEN}") as billing:
+        (path / ".codex" / "config.toml").write_text(
+            "# The project's servers (init keeps this comment).\n"
+            "[mcp_servers.mailbox]\n"
+            f'command = "{sys.executable}"\n'
+            'args = ["mailbox_server.py"]  # relative to cwd\n'
+            f'cwd = "{path / "tools"}"\n'
+            f'env = {{ MAILBOX_DIR = "{outbox.parent}", MAILBOX_KEY = "{SECRET}" }}\n'
+            "\n"
+            "[mcp_servers.billing]\n"
+            f'url = "{billing.url}"\n'
+            'bearer_token_env_var = "BILLING_TOKEN"\n'
+            "tool_timeout_sec = 30\n"
+        )
+        (home / ".codex" / "config.toml").write_text(
+            f'[projects."{path}"]\ntrust_level = "trusted"\n\n'
+            "[mcp_servers.notes]  # a user-scope server: every project\n"
+            f'command = "{sys.executable}"\n'
+            f'args = ["{MAILBOX}"]\n'
+            f'env = {{ MAILBOX_DIR = "{tmp_path / "notes"}" }}\n'
+        )
+        yield Project(path, home, outbox, billing, tmp_path / "effects.jsonl")
+
+
+def init(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_init("--client", "codex", "--project", str(project.path), *args, env=project.env())
+
+
+def listed(project: Project) -> dict[str, dict[str, Any]]:
+    """``codex mcp list --json`` in the project: every server Codex would start, by name."""
+    done = subprocess.run(
+        [str(nodetools.codex()), *NO_NETWORK, "mcp", "list", "--json"],
+        cwd=project.path,
+        env=project.env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return {server["name"]: server for server in json.loads(done.stdout)}
+
+
+def test_codex_lists_the_wrapped_servers_a_second_init_changes_nothing_and_undo_restores_every_byte(
+    project: Project,
+) -> None:
+    before = listed(project)
+    assert before["mailbox"]["transport"]["command"] == sys.executable
+    assert before["billing"]["transport"]["type"] == "streamable_http"
+    originals = {p: p.read_bytes() for p in (project.config, project.user_config)}
+
+    done = init(project)
+    assert done.returncode == 0, done.stderr
+    after = listed(project)
+
+    mailbox = after["mailbox"]["transport"]
+    assert runs_checkpoint(mailbox)
+    assert mailbox["args"][mailbox["args"].index("--upstream-cmd") + 1] == f"{sys.executable} mailbox_server.py"
+    assert mailbox["cwd"] == str(project.path / "tools")
+    assert mailbox["env"]["MAILBOX_KEY"] == SECRET
+    assert SECRET not in " ".join(mailbox["args"])
+    billing = after["billing"]["transport"]
+    assert billing["type"] == "stdio", "the proxy is a stdio server; it reaches the HTTP one"
+    assert billing["args"][-4:] == ["--upstream-url", project.billing.url, "--upstream-bearer-env", "BILLING_TOKEN"]
+    assert billing["env_vars"] == ["BILLING_TOKEN"], "Codex passes the token's variable only if named"
+    assert after["billing"]["tool_timeout_sec"] == 30
+    notes = after["notes"]["transport"]
+    assert notes["args"][notes["args"].index("--journal") + 1] == str(
+        project.home / ".local" / "share" / "checkpoint" / "notes.db"
+    ), "a user-scope server gets its own journal"
+    session = after["checkpoint-session"]
+    assert is_session_server(session["transport"])
+    assert session["startup_timeout_sec"] == 30
+    text = project.config.read_text()
+    assert text.startswith("# The project's servers (init keeps this comment).\n")
+    assert "[[hooks.SessionStart]]" in text
+    assert "brief --hook --project-root" in text
+    assert "open /hooks in Codex and trust" in done.stderr, done.stderr
+    assert "does not mark" not in done.stderr, "the project is trusted: init does not say it is not"
+
+    written = {p: p.read_bytes() for p in (project.config, project.user_config)}
+    again = init(project)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to change" in again.stderr
+    assert {p: p.read_bytes() for p in written} == written
+
+    undone = init(project, "--undo")
+    assert undone.returncode == 0, undone.stderr
+    assert {p: p.read_bytes() for p in originals} == originals
+    assert not (project.path / ".checkpoint" / "policies").exists()
+
+
+def test_init_says_an_untrusted_project_s_servers_do_not_start_and_never_marks_trust(project: Project) -> None:
+    untrusted = project.user_config.read_text().replace('trust_level = "trusted"', 'trust_level = "untrusted"')
+    project.user_config.write_text(untrusted)
+    done = init(project, "--scope", "project")
+    assert done.returncode == 0, done.stderr
+    assert "does not mark" in done.stderr, done.stderr
+    assert 'trust_level = "untrusted"' in project.user_config.read_text()
+    assert "left alone: notes (user scope; not in --scope)" in done.stderr
+
+
+def test_a_table_init_cannot_carry_over_is_refused_by_name_and_nothing_is_written(project: Project) -> None:
+    text = project.config.read_text() + '\n[mcp_servers.helper]\nurl = "http://127.0.0.1:9/mcp"\n'
+    project.config.write_text(text + 'http_headers_helper = "get-token"\n')
+    done = init(project)
+    assert done.returncode == 1
+    assert "server 'helper': 'http_headers_helper' cannot be carried over" in done.stderr
+    assert project.config.read_text() == text + 'http_headers_helper = "get-token"\n'
+    assert init(project, "--scope", "local").returncode == 2
+
+
+def session(project: Project, model: ResponsesModel) -> str:
+    """One whole headless Codex session (``codex exec``) in the project, driven by ``model``; its JSON events."""
+    with serving(model) as url:
+        provider = f'model_providers.scripted={{name="scripted", base_url="{url}", wire_api="responses"}}'
+        child = subprocess.Popen(
+            [
+                str(nodetools.codex()),
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                *NO_NETWORK,
+                "-c",
+                provider,
+                "-c",
+                "model_provider=scripted",
+                "-c",
+                "model=scripted",
+                "Send Bob his invoice and bill him.",
+            ],
+            cwd=project.path,
+            env=project.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, _ = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, _ = child.communicate()
+            pytest.fail(f"codex exec did not end within 60 s:\n{out[-3000:]}")
+    assert child.returncode == 0, out[-3000:]
+    return out
+
+
+def plan() -> ResponsesModel:
+    return ResponsesModel([McpCall("mailbox", "send_email", MAIL), McpCall("billing", "send_email", {"to": "bob"})])
+
+
+@pytest.mark.timeout(120)
+def test_a_send_in_a_codex_session_is_journaled_once_and_its_repeat_in_a_new_session_is_refused(
+    project: Project,
+) -> None:
+    done = init(project)
+    assert done.returncode == 0, done.stderr
+    journal = str(project.path / ".checkpoint" / "journal.db")
+
+    first = plan()
+    session(project, first)
+    assert len(project.sent()) == 1, project.sent()
+    assert journal_states(journal, "mailbox") == {1: CallState.COMPLETED}
+    assert journal_states(journal, "billing") == {1: CallState.COMPLETED}
+    assert [call["auth"] for call in project.billed()] == [f"Bearer {TOKEN}"], "the token came through env_vars"
+    tools = [entry.get("name") for entry in first.requests[0].get("tools", [])]
+    assert "mcp__checkpoint_session" in tools, f"the session server was up for the first turn: {tools}"
+
+    again = plan()
+    session(project, again)
+    assert len(project.sent()) == 1, project.sent()
+    assert len(project.billed()) == 1, project.billed()
+    refusals = again.tool_outputs()
+    assert len(refusals) == 2, refusals
+    assert all("already ran" in text for text in refusals), refusals

@@ -5,7 +5,9 @@ server that wants a bearer token from ``bearer_token_env_var``, in ``.codex/conf
 ``~/.codex/config.toml`` trusts the project and has a server of its own. ``codex mcp list --json`` shows what Codex
 will start before and after `init`; a second `init` changes nothing; `--undo` puts every file back byte for byte.
 Then whole headless sessions (``codex exec``) against a scripted model on loopback (``scripted_responses``): the
-e-mail goes out once and is journaled, and the same call in a new session is refused by the policy `init` wrote.
+e-mail goes out once and is journaled, and the same call in a new session is refused by the policy `init` wrote,
+while the SessionStart hook `init` added hands the model the brief naming it (Codex's hook output is Claude Code's
+``hookSpecificOutput.additionalContext``, so `checkpoint brief --hook` needs no variant).
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ def test_a_table_init_cannot_carry_over_is_refused_by_name_and_nothing_is_writte
     assert init(project, "--scope", "local").returncode == 2
 
 
-def session(project: Project, model: ResponsesModel) -> str:
+def session(project: Project, model: ResponsesModel, *flags: str) -> str:
     """One whole headless Codex session (``codex exec``) in the project, driven by ``model``; its JSON events."""
     with serving(model) as url:
         provider = f'model_providers.scripted={{name="scripted", base_url="{url}", wire_api="responses"}}'
@@ -219,6 +221,7 @@ def session(project: Project, model: ResponsesModel) -> str:
                 "--skip-git-repo-check",
                 "--dangerously-bypass-approvals-and-sandbox",
                 *NO_NETWORK,
+                *flags,
                 "-c",
                 provider,
                 "-c",
@@ -245,6 +248,12 @@ def session(project: Project, model: ResponsesModel) -> str:
     return out
 
 
+def developer_texts(request: dict[str, Any]) -> list[str]:
+    """The texts of the developer messages Codex sent the model (where a SessionStart hook's context goes)."""
+    messages = [item for item in request.get("input") or [] if item.get("role") == "developer"]
+    return [part.get("text", "") for message in messages for part in message.get("content") or []]
+
+
 def plan() -> ResponsesModel:
     return ResponsesModel([McpCall("mailbox", "send_email", MAIL), McpCall("billing", "send_email", {"to": "bob"})])
 
@@ -267,7 +276,12 @@ def test_a_send_in_a_codex_session_is_journaled_once_and_its_repeat_in_a_new_ses
     assert "mcp__checkpoint_session" in tools, f"the session server was up for the first turn: {tools}"
 
     again = plan()
-    session(project, again)
+    # The user trusts the hook in Codex's /hooks view; a headless run says so for this invocation only.
+    session(project, again, "--dangerously-bypass-hook-trust")
+    briefs = [text for text in developer_texts(again.requests[0]) if "## Side effects (journal)" in text]
+    assert len(briefs) == 1, "the SessionStart hook's brief reached the model"
+    assert "`send_email`" in briefs[0], briefs[0]
+    assert "(workflow `mailbox`)" in briefs[0], briefs[0]
     assert len(project.sent()) == 1, project.sent()
     assert len(project.billed()) == 1, project.billed()
     refusals = again.tool_outputs()

@@ -43,6 +43,4 @@ def claude() -> Path:
 def codex() -> Path:
     """The Codex CLI's native binary (npm ``@openai/codex``; the binary is in its optional dependency
     ``@openai/codex-linux-x64``)."""
-    return _require(
-        MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex"
-    )
+    return _require(MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex")

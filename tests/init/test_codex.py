@@ -104,11 +104,13 @@ def project(tmp_path: Path) -> Iterator[Project]:
             'args = ["mailbox_server.py"]  # relative to cwd\n'
             f'cwd = "{path / "tools"}"\n'
             f'env = {{ MAILBOX_DIR = "{outbox.parent}", MAILBOX_KEY = "{SECRET}" }}\n'
+            "required = true  # the first turn waits for it (the scripted model calls it there)\n"
             "\n"
             "[mcp_servers.billing]\n"
             f'url = "{billing.url}"\n'
             'bearer_token_env_var = "BILLING_TOKEN"\n'
             "tool_timeout_sec = 30\n"
+            "required = true\n"
         )
         (home / ".codex" / "config.toml").write_text(
             f'[projects."{path}"]\ntrust_level = "trusted"\n\n'
@@ -170,6 +172,7 @@ def test_codex_lists_the_wrapped_servers_a_second_init_changes_nothing_and_undo_
     session = after["checkpoint-session"]
     assert is_session_server(session["transport"])
     assert session["startup_timeout_sec"] == 30
+    assert "required = true  # the first turn waits for it" in project.config.read_text(), "every key kept"
     text = project.config.read_text()
     assert text.startswith("# The project's servers (init keeps this comment).\n")
     assert "[[hooks.SessionStart]]" in text
@@ -207,6 +210,43 @@ def test_a_table_init_cannot_carry_over_is_refused_by_name_and_nothing_is_writte
     assert "server 'helper': 'http_headers_helper' cannot be carried over" in done.stderr
     assert project.config.read_text() == text + 'http_headers_helper = "get-token"\n'
     assert init(project, "--scope", "local").returncode == 2
+
+
+def test_a_server_added_later_is_wrapped_with_its_headers_and_the_trusted_hook_stays_as_it_was(
+    project: Project,
+) -> None:
+    assert init(project).returncode == 0
+    hooks = project.config.read_text().split("[[hooks.SessionStart]]")[1]
+    later = (
+        "\n[mcp_servers.later]\n"
+        'url = "http://127.0.0.1:9/mcp"\n'
+        'http_headers = { "X-Team" = "blue" }\n'
+        'env_http_headers = { "X-Key" = "LATER_KEY" }\n'
+    )
+    project.config.write_text(project.config.read_text() + later)
+    edited = project.config.read_bytes()
+
+    dry = init(project, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "+[mcp_servers.later]" not in dry.stdout, "the table stays; its keys change"
+    assert '-url = "http://127.0.0.1:9/mcp"' in dry.stdout, dry.stdout
+    assert project.config.read_bytes() == edited, "--dry-run writes nothing"
+
+    done = init(project, "--list-timeout", "2")
+    assert done.returncode == 0, done.stderr
+    assert f"wrapped ({project.config}): later" in done.stderr, done.stderr
+    assert project.config.read_text().split("[[hooks.SessionStart]]")[1].startswith(hooks.split("[mcp_servers")[0])
+    transport = listed(project)["later"]["transport"]
+    assert transport["args"][-6:] == [
+        "--upstream-url",
+        "http://127.0.0.1:9/mcp",
+        "--upstream-header-env",
+        "X-Team=CHECKPOINT_HEADER_X_TEAM",
+        "--upstream-header-env",
+        "X-Key=LATER_KEY",
+    ]
+    assert transport["env"] == {"CHECKPOINT_HEADER_X_TEAM": "blue"}
+    assert transport["env_vars"] == ["LATER_KEY"]
 
 
 def session(project: Project, model: ResponsesModel, *flags: str) -> str:
@@ -273,7 +313,7 @@ def test_a_send_in_a_codex_session_is_journaled_once_and_its_repeat_in_a_new_ses
     assert journal_states(journal, "billing") == {1: CallState.COMPLETED}
     assert [call["auth"] for call in project.billed()] == [f"Bearer {TOKEN}"], "the token came through env_vars"
     tools = [entry.get("name") for entry in first.requests[0].get("tools", [])]
-    assert "mcp__checkpoint_session" in tools, f"the session server was up for the first turn: {tools}"
+    assert "mcp__checkpoint_session" in tools, f"Codex waited for the session server (required): {tools}"
 
     again = plan()
     # The user trusts the hook in Codex's /hooks view; a headless run says so for this invocation only.

@@ -16,15 +16,17 @@ variable into ``env_vars`` and ``--upstream-header-env``, and each static ``http
 ``CHECKPOINT_HEADER_<NAME>``): no header value is ever an argument. Every other key (``startup_timeout_sec``,
 ``tool_timeout_sec``, ``enabled``, …) is kept, as are the file's comments and layout (``tomlkit``).
 
-The hook is a ``[[hooks.SessionStart]]`` group in the project's file, running ``checkpoint brief --hook`` with the
-project and its journals: Codex's SessionStart hook reads the same ``hookSpecificOutput.additionalContext`` JSON
-as Claude Code's. Codex runs a hook only once the user has trusted it (its ``/hooks`` view).
+The session server and the hook (a ``[[hooks.SessionStart]]`` group running ``checkpoint brief --hook
+--project-root <project>``) name no journal: they read them from the project's file, as they read Claude Code's
+``.mcp.json``. Codex's SessionStart hook reads the same ``hookSpecificOutput.additionalContext`` JSON as Claude
+Code's, and runs a hook only once the user has trusted it (its ``/hooks`` view), by its exact definition: so the
+command stays the same however many servers a later `init` wraps.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,6 +44,11 @@ HOME_ENV: Final = "CODEX_HOME"
 SESSION_STARTUP_TIMEOUT: Final = 30
 """Seconds Codex may wait for the session server to start (it takes about a second and a half; Codex's default
 of 10 leaves room, this leaves more on a loaded machine)."""
+SESSION_REQUIRED: Final = True
+"""Codex starts the first turn without waiting for a server that is not ``required`` (measured with 0.171.0: a
+server that takes 3 s to start is missing from the first request's tools, and one marked ``required`` is there,
+the first request 3 s later); the session server's tools and its brief matter most on the first turn, so Codex
+waits for it. The price: if ``checkpoint session`` cannot start, Codex says so and does not start."""
 _HTTP_KEYS: Final = ("url", "bearer_token_env_var", "bearer_token", "http_headers", "env_http_headers")
 
 
@@ -203,21 +210,27 @@ def _extend(entry: MutableMapping[str, Any], key: str, value: dict[str, str] | l
         current.extend(v for v in value if v not in current)
 
 
-def session_entry(wrapping: wrap.Wrapping, journals: Sequence[tuple[str, str]], project: str) -> Table:
-    """The ``checkpoint session`` table: the project's journals, the project root, and time to start."""
-    entry = wrap.session_entry(wrapping, journals, project, finds_project=False)
+def session_entry(wrapping: wrap.Wrapping, project: str) -> Table:
+    """The ``checkpoint session`` table: the project root, time to start, and ``required`` (Codex waits for it
+    before the first turn). It names no journal: the session
+    reads them from this very file (``session.journals``), so it stays right as servers are wrapped later."""
     table = tomlkit.table()
-    table.update(entry)
+    table.update(
+        {
+            "command": wrapping.launcher.command,
+            "args": [*wrapping.launcher.prefix, "session"],
+            "env": {"CHECKPOINT_PROJECT_ROOT": project},
+        }
+    )
     table["startup_timeout_sec"] = SESSION_STARTUP_TIMEOUT
+    table["required"] = SESSION_REQUIRED
     return table
 
 
-def hook_command(wrapping: wrap.Wrapping, journals: Sequence[tuple[str, str]], project: str) -> str:
-    """The SessionStart hook's shell command: the brief of ``project``, with its journals."""
-    args = ["brief", "--hook", "--project-root", project]
-    for location, workflow in journals:
-        args += ["--journal", location, "--workflow-id", workflow]
-    return wrapping.launcher.shell(*args)
+def hook_command(wrapping: wrap.Wrapping, project: str) -> str:
+    """The SessionStart hook's shell command: the brief of ``project``, whose journals it reads from the
+    project's file. Codex trusts a hook by its exact definition, so this one never changes with the servers."""
+    return wrapping.launcher.shell("brief", "--hook", "--project-root", project)
 
 
 def add_hook(loaded: Loaded, command: str) -> bool:
@@ -274,10 +287,10 @@ def wrap_table(
     wrapping_of: Callable[[str, Mapping[str, Any], Any, dict[str, str]], wrap.Wrapping],
     select: Callable[[str], str | None],
     outcome: Outcome,
-) -> list[tuple[str, str]]:
+) -> list[str]:
     """Wrap every server of one file's table that ``select`` lets through (it returns why not, or None);
-    returns the (journal, workflow) pairs of every server that runs through the proxy now."""
-    journals: list[tuple[str, str]] = []
+    returns the names of the servers that run through the proxy now (the session server aside)."""
+    proxied: list[str] = []
     for name in list(servers):
         entry = servers[name]
         why = select(name)
@@ -287,7 +300,7 @@ def wrap_table(
             outcome.left_alone.append((name, why))
         elif isinstance(entry, Mapping) and wrap.runs_checkpoint(entry):
             outcome.left_alone.append((name, "already runs checkpoint"))
-            journals += journals_of(entry)
+            proxied.append(name)
         else:
             if not isinstance(entry, MutableMapping):
                 raise ClientConfigError(loaded.path, "the entry is not a table", entry=name)
@@ -295,18 +308,8 @@ def wrap_table(
             wrapping = wrapping_of(name, entry, shape, env)
             wrap_entry(name, entry, wrapping)
             outcome.wrapped.append(scopes.Wrapped(scope, name, wrapping.journal, loaded.path))
-            journals.append((wrapping.journal, name))
-    return journals
-
-
-def journals_of(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (journal, workflow) pairs an entry that runs the proxy writes to."""
-    from checkpoint_mcp.journal import default_workflow_id
-    from checkpoint_mcp.session.journals import pair_options
-
-    args = entry.get("args", [])
-    strings = [str(a) for a in args] if isinstance(args, list) else []
-    return [(s.location, s.workflow or default_workflow_id(s.location)) for s in pair_options(strings)]
+            proxied.append(name)
+    return proxied
 
 
 def _names(name: str, entry: Mapping[str, Any], key: str, path: str) -> None:
@@ -370,10 +373,10 @@ def plan(asked: Asked) -> Outcome:
 
         return of
 
-    journals = wrap_table(PROJECT, own, own_servers, wrapping_of(PROJECT), select(PROJECT), outcome)
+    proxied = wrap_table(PROJECT, own, own_servers, wrapping_of(PROJECT), select(PROJECT), outcome)
     wrap_table(USER, user, user_servers, wrapping_of(USER), select(USER), outcome)
     if PROJECT in asked.scopes:
-        _session_and_hook(own, own_servers, journals, asked, outcome)
+        _session_and_hook(own, own_servers, proxied, asked, outcome)
     if own_servers and "mcp_servers" not in own.document:
         own.document["mcp_servers"] = own_servers
     if user_servers and "mcp_servers" not in user.document:
@@ -396,29 +399,18 @@ def plan(asked: Asked) -> Outcome:
 
 
 def _session_and_hook(
-    own: Loaded,
-    servers: MutableMapping[str, Any],
-    journals: list[tuple[str, str]],
-    asked: Asked,
-    outcome: Outcome,
+    own: Loaded, servers: MutableMapping[str, Any], proxied: list[str], asked: Asked, outcome: Outcome
 ) -> None:
-    """Add the session server (with every wrapped server's journal) and the brief hook to the project's file,
-    where missing; an existing session server gets the journals it lacks."""
-    sessions = [n for n, e in servers.items() if isinstance(e, MutableMapping) and wrap.is_session_server(e)]
-    if not sessions and journals:
+    """Add the session server and the brief hook to the project's file, where missing (once a server there runs
+    through the proxy)."""
+    sessions = [n for n, e in servers.items() if isinstance(e, Mapping) and wrap.is_session_server(e)]
+    outcome.left_alone += [(name, "already runs checkpoint") for name in sessions]
+    if not proxied:
+        return
+    if not sessions:
         outcome.session = wrap.free_server_name(servers)
-        servers[outcome.session] = session_entry(asked.wrapping, journals, asked.project)
-    for name in sessions:
-        listed = journals_of(servers[name])
-        missing = [pair for pair in journals if pair not in listed]
-        if missing:
-            args = servers[name].get("args")
-            for location, workflow in missing:
-                args.extend(["--journal", location, "--workflow-id", workflow])
-        else:
-            outcome.left_alone.append((name, "already runs checkpoint"))
-    if journals:
-        outcome.hook = add_hook(own, hook_command(asked.wrapping, journals, asked.project))
+        servers[outcome.session] = session_entry(asked.wrapping, asked.project)
+    outcome.hook = add_hook(own, hook_command(asked.wrapping, asked.project))
 
 
 def summary(outcome: Outcome, *, dry_run: bool) -> list[str]:

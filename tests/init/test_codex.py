@@ -39,7 +39,11 @@ MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": "Hi Bob, you
 SECRET = "s3cret-mail-key"
 TOKEN = "billing-token-42"
 NO_NETWORK = (
-    # Nothing but the loopback model: no update check, no analytics, no feedback upload.
+    # Nothing but the loopback model. Measured with strace: by default Codex 0.171.0 looks up github.com (its
+    # curated plugins) and chatgpt.com (remote plugins) even with a custom model provider; with plugins off it
+    # resolves no name at all. The rest: no update check, no analytics, no feedback upload.
+    "-c",
+    "features.plugins=false",
     "-c",
     "check_for_update_on_startup=false",
     "-c",

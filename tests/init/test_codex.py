@@ -12,12 +12,14 @@ while the SessionStart hook `init` added hands the model the brief naming it (Co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +62,7 @@ class Project:
     outbox: Path
     billing: HttpServer
     effects: Path
+    hold: Path
 
     @property
     def config(self) -> Path:
@@ -100,6 +103,8 @@ def project(tmp_path: Path) -> Iterator[Project]:
     (home / ".codex").mkdir(parents=True)
     shutil.copy(MAILBOX, path / "tools" / "mailbox_server.py")
     outbox = tmp_path / "mail" / "sent.jsonl"
+    hold = tmp_path / "release"
+    hold.touch()  # calls answer at once unless a test removes it
     with faults_server(tmp_path, "--require-authorization", f"Bearer {TOKEN}") as billing:
         (path / ".codex" / "config.toml").write_text(
             "# The project's servers (init keeps this comment).\n"
@@ -107,7 +112,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
             f'command = "{sys.executable}"\n'
             'args = ["mailbox_server.py"]  # relative to cwd\n'
             f'cwd = "{path / "tools"}"\n'
-            f'env = {{ MAILBOX_DIR = "{outbox.parent}", MAILBOX_KEY = "{SECRET}" }}\n'
+            f'env = {{ MAILBOX_DIR = "{outbox.parent}", MAILBOX_KEY = "{SECRET}", MAILBOX_HOLD = "{hold}" }}\n'
             "required = true  # the first turn waits for it (the scripted model calls it there)\n"
             "\n"
             "[mcp_servers.billing]\n"
@@ -123,7 +128,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
             f'args = ["{MAILBOX}"]\n'
             f'env = {{ MAILBOX_DIR = "{tmp_path / "notes"}" }}\n'
         )
-        yield Project(path, home, outbox, billing, tmp_path / "effects.jsonl")
+        yield Project(path, home, outbox, billing, tmp_path / "effects.jsonl", hold)
 
 
 def init(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
@@ -253,27 +258,32 @@ def test_a_server_added_later_is_wrapped_with_its_headers_and_the_trusted_hook_s
     assert transport["env_vars"] == ["LATER_KEY"]
 
 
+def codex_exec(url: str, *flags: str) -> list[str]:
+    """``codex exec`` against the scripted model at ``url`` (a custom provider speaking the Responses API)."""
+    provider = f'model_providers.scripted={{name="scripted", base_url="{url}", wire_api="responses"}}'
+    return [
+        str(nodetools.codex()),
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        *NO_NETWORK,
+        *flags,
+        "-c",
+        provider,
+        "-c",
+        "model_provider=scripted",
+        "-c",
+        "model=scripted",
+        "Send Bob his invoice and bill him.",
+    ]
+
+
 def session(project: Project, model: ResponsesModel, *flags: str) -> str:
     """One whole headless Codex session (``codex exec``) in the project, driven by ``model``; its JSON events."""
     with serving(model) as url:
-        provider = f'model_providers.scripted={{name="scripted", base_url="{url}", wire_api="responses"}}'
         child = subprocess.Popen(
-            [
-                str(nodetools.codex()),
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-                *NO_NETWORK,
-                *flags,
-                "-c",
-                provider,
-                "-c",
-                "model_provider=scripted",
-                "-c",
-                "model=scripted",
-                "Send Bob his invoice and bill him.",
-            ],
+            codex_exec(url, *flags),
             cwd=project.path,
             env=project.env(),
             stdin=subprocess.DEVNULL,
@@ -331,3 +341,58 @@ def test_a_send_in_a_codex_session_is_journaled_once_and_its_repeat_in_a_new_ses
     refusals = again.tool_outputs()
     assert len(refusals) == 2, refusals
     assert all("already ran" in text for text in refusals), refusals
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc (whatever process group or session each one is in)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_codex_killed_while_the_e_mail_is_in_flight_then_a_new_session_sends_none_and_is_told(
+    project: Project,
+) -> None:
+    assert init(project).returncode == 0
+    project.hold.unlink()  # the mail goes out, then the answer waits
+    with serving(ResponsesModel([McpCall("mailbox", "send_email", MAIL)])) as url:
+        child = subprocess.Popen(
+            codex_exec(url),
+            cwd=project.path,
+            env=project.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while not project.sent() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        # Codex starts each MCP server in a process group of its own: a crash of the machine is every one of
+        # them killed at once, Codex, its proxies and the mail server.
+        for pid in [child.pid, *descendants(child.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    assert len(project.sent()) == 1, "the mail went out before the crash"
+    project.hold.touch()
+
+    resumed = ResponsesModel([McpCall("mailbox", "send_email", MAIL)])
+    session(project, resumed, "--dangerously-bypass-hook-trust")
+
+    assert len(project.sent()) == 1, project.sent()
+    briefs = [text for text in developer_texts(resumed.requests[0]) if "## Side effects (journal)" in text]
+    assert len(briefs) == 1, "the SessionStart hook's brief reached the model"
+    assert "doubt" in briefs[0], briefs[0]
+    assert "`send_email`" in briefs[0], briefs[0]
+    answer = resumed.tool_outputs()[-1]
+    assert "in doubt: call #1 (send_email)" in answer, answer

@@ -218,6 +218,10 @@ def test_a_table_init_cannot_carry_over_is_refused_by_name_and_nothing_is_writte
     assert done.returncode == 1
     assert "server 'helper': 'http_headers_helper' cannot be carried over" in done.stderr
     assert project.config.read_text() == text + 'http_headers_helper = "get-token"\n'
+    project.config.write_text(text + 'bearer_token = "t"\nbearer_token_env_var = "T"\n')
+    twice = init(project)
+    assert twice.returncode == 1
+    assert "server 'helper': gives the Authorization header more than once" in twice.stderr
     assert init(project, "--scope", "local").returncode == 2
 
 

@@ -156,6 +156,9 @@ def shape_of(
         if not isinstance(plain["bearer_token"], str):
             raise ClientConfigError(path, "'bearer_token' is not a string", entry=name)
         headers.append(("Authorization", f"Bearer {plain['bearer_token']}"))
+    if sum(header.lower() == "authorization" for header, _ in headers) > 1:
+        # The proxy would stop at start; Codex itself sends one of them, and which is not ours to guess.
+        raise ClientConfigError(path, "gives the Authorization header more than once", entry=name)
     return clients.HttpEntry(url, tuple(headers)), env
 
 
@@ -212,16 +215,12 @@ def _extend(entry: MutableMapping[str, Any], key: str, value: dict[str, str] | l
 
 def session_entry(wrapping: wrap.Wrapping, project: str) -> Table:
     """The ``checkpoint session`` table: the project root, time to start, and ``required`` (Codex waits for it
-    before the first turn). It names no journal: the session
-    reads them from this very file (``session.journals``), so it stays right as servers are wrapped later."""
+    before the first turn). It names no journal: the session reads them from this very file
+    (``session.journals``), so it stays right as servers are wrapped later."""
+    env = tomlkit.inline_table()
+    env["CHECKPOINT_PROJECT_ROOT"] = project
     table = tomlkit.table()
-    table.update(
-        {
-            "command": wrapping.launcher.command,
-            "args": [*wrapping.launcher.prefix, "session"],
-            "env": {"CHECKPOINT_PROJECT_ROOT": project},
-        }
-    )
+    table.update({"command": wrapping.launcher.command, "args": [*wrapping.launcher.prefix, "session"], "env": env})
     table["startup_timeout_sec"] = SESSION_STARTUP_TIMEOUT
     table["required"] = SESSION_REQUIRED
     return table

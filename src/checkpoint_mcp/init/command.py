@@ -101,8 +101,8 @@ def init(
 
     Every server entry is rewritten to run this `checkpoint` (by absolute path) with the project's journal and
     a workflow named after the server, and its own active policy (--policy), written to .checkpoint/policies/
-    from the tools the server lists; the session server is added and, for Claude Code, the SessionStart hook
-    `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
+    from the tools the server lists; the session server is added and, for Claude Code and Codex, the SessionStart
+    hook `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
     """
     import shutil
 

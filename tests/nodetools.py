@@ -43,3 +43,9 @@ def claude() -> Path:
 def gemini() -> list[str]:
     """The argv that runs the Gemini CLI (npm ``@google/gemini-cli``) with Node 22."""
     return package_bin("@google/gemini-cli", "bundle/gemini.js")
+
+
+def codex() -> Path:
+    """The Codex CLI's native binary (npm ``@openai/codex``; the binary is in its optional dependency
+    ``@openai/codex-linux-x64``)."""
+    return _require(MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex")

@@ -25,6 +25,7 @@ class RemoteConfig(NamedTuple):
     ca_file: str | None = None
     auth: Literal["oauth"] | None = None
     header_envs: tuple[str, ...] = ()  # "Name=VAR" as given (--upstream-header-env): VAR's value, read at start
+    bearer_env: str | None = None  # VAR (--upstream-bearer-env): "Authorization: Bearer <VAR's value>", read at start
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -85,6 +86,27 @@ def env_headers(specs: tuple[str, ...], environ: Mapping[str, str]) -> dict[str,
             raise UsageError(f"--upstream-header-env {name}={variable}: the value holds a line break")
         headers[name] = value
     return headers
+
+
+def bearer_header(variable: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``--upstream-bearer-env VAR`` header: ``Authorization: Bearer <VAR's value>`` (none without the flag).
+
+    A client such as Codex names the variable that holds a bearer token (``bearer_token_env_var``), not the
+    header, so the ``Bearer`` prefix is the proxy's to add. Errors name the variable, never its value.
+
+    Raises:
+        UsageError: VAR is not a variable name, is unset or empty, or its value holds a line break.
+    """
+    if variable is None:
+        return {}
+    if not _ENV_NAME.fullmatch(variable):
+        raise UsageError(f"--upstream-bearer-env must name an environment variable, not {variable[:60]!r}")
+    value = environ.get(variable, "")
+    if not value:
+        raise UsageError(f"--upstream-bearer-env {variable}: the environment variable is empty or unset")
+    if "\r" in value or "\n" in value:
+        raise UsageError(f"--upstream-bearer-env {variable}: the value holds a line break")
+    return {"Authorization": f"Bearer {value}"}
 
 
 def audit_key(variable: str | None, environ: Mapping[str, str] | None = None) -> bytes | None:

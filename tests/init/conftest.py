@@ -1,6 +1,6 @@
-"""Every `init` test runs with HOME (and XDG_DATA_HOME) in a temp folder and no CLAUDE_CONFIG_DIR or
-GEMINI_CLI_HOME: `init` reads and writes Claude Code's ``~/.claude.json`` and ``~/.claude/settings.json`` and
-Gemini's ``~/.gemini/settings.json``, and a test must never touch the real ones."""
+"""Every `init` test runs with HOME (and XDG_DATA_HOME) in a temp folder and no CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME
+or CODEX_HOME: `init` reads and writes Claude Code's ``~/.claude.json`` and ``~/.claude/settings.json``, Gemini's
+``~/.gemini/settings.json`` and Codex's ``~/.codex/config.toml``, and a test must never touch the real ones."""
 
 from __future__ import annotations
 
@@ -16,4 +16,5 @@ def temp_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
     return home

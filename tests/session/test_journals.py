@@ -286,3 +286,31 @@ def test_the_checkpoint_servers_of_gemini_settings_count_with_mcp_json(tmp_path:
         Journaled("/j/mcp.db", "/j/mcp.db", "m"),
         Journaled(in_gemini, in_gemini, "mail"),
     )
+
+
+def test_the_servers_of_codex_s_project_config_toml_count_and_a_broken_one_is_a_warning(tmp_path: Path) -> None:
+    codex = tmp_path / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text(
+        "# Codex's project file, as `checkpoint init --client codex` leaves it\n"
+        "[mcp_servers.mailbox]\n"
+        'command = "/venv/bin/checkpoint"\n'
+        'args = ["--journal", ".checkpoint/journal.db", "--workflow-id", "mailbox", "--policy", "p.toml",'
+        ' "--upstream-cmd", "mail-server"]\n'
+        "[mcp_servers.plain]\n"
+        'command = "mail-server"\n'
+        'args = ["--journal", "/not/ours.db"]\n'
+        "[mcp_servers.checkpoint-session]\n"
+        'command = "/venv/bin/checkpoint"\n'
+        'args = ["session"]\n'
+    )
+
+    setup = journals.configured((), root=str(tmp_path), environ={}, cwd="/elsewhere")
+
+    journal = str(tmp_path / ".checkpoint" / "journal.db")
+    assert setup.journals == (Journaled(journal, journal, "mailbox", str(tmp_path / "p.toml")),)
+    assert setup.warnings == ()
+    (codex / "config.toml").write_text("[mcp_servers.mailbox\n")
+    broken = journals.configured((), root=str(tmp_path), environ={}, cwd="/elsewhere")
+    assert broken.journals == ()
+    assert broken.warnings[0].startswith(f"{codex / 'config.toml'} could not be read to find the project's journals")

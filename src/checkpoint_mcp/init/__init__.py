@@ -2,7 +2,8 @@
 
 ``clients`` (where each client keeps its servers, and the shape of its file) · ``wrap`` (one entry rewritten to
 run through ``checkpoint``, the session server, the SessionStart hook) · ``files`` (reading, diffs, atomic
-writes, the kept originals and ``--undo``) · ``policies`` (the active policy written for each server from its
+writes, the kept originals and ``--undo``) · ``codex`` (Codex CLI's ``config.toml`` files, kept in their layout
+by ``tomlkit``) · ``policies`` (the active policy written for each server from its
 tools) · ``plan`` (the whole run: every file's new text decided before anything is written) · ``command`` (the
 click command, which ``cli`` registers).
 

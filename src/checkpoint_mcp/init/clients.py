@@ -8,6 +8,8 @@ The clients, as they document their files:
 - **Cursor**, project scope: ``<project>/.cursor/mcp.json`` with ``mcpServers`` (``${env:VAR}`` and friends).
 - **VS Code**, workspace scope: ``<project>/.vscode/mcp.json`` whose top-level key is ``servers`` (and
   ``inputs``, kept as they are); ``${env:VAR}``, ``${input:ID}``, ``${workspaceFolder}``.
+- **Codex CLI**: ``[mcp_servers.NAME]`` in ``<project>/.codex/config.toml`` and ``~/.codex/config.toml``, TOML
+  (``init.codex``).
 - **Claude Desktop**: one file per user, ``claude_desktop_config.json`` in ``~/Library/Application
   Support/Claude`` (macOS), ``%APPDATA%\\Claude`` (Windows), ``$XDG_CONFIG_HOME/Claude`` (Linux builds), with
   ``mcpServers``.
@@ -33,6 +35,7 @@ CURSOR: Final = "cursor"
 VSCODE: Final = "vscode"
 CLAUDE_DESKTOP: Final = "claude-desktop"
 GEMINI: Final = "gemini"
+CODEX: Final = "codex"
 
 STDIO_TYPES: Final = frozenset({"stdio"})
 HTTP_TYPES: Final = frozenset({"http", "sse", "streamable-http", "streamableHttp"})
@@ -58,6 +61,8 @@ CLIENTS: Final[dict[str, Client]] = {
     CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False),
     # Gemini's hook goes in the file of its servers (``gemini``); its session server is told the journals.
     GEMINI: Client(GEMINI, "mcpServers", hook=False, finds_journals=False),
+    # Codex's files are TOML, with servers under ``mcp_servers``: ``init.codex`` reads and writes them.
+    CODEX: Client(CODEX, "mcp_servers", hook=True, finds_journals=False),
 }
 
 
@@ -71,6 +76,8 @@ def config_path(client: Client, project: str, environ: Mapping[str, str], platfo
         return os.path.join(project, ".vscode", "mcp.json")
     if client.name == GEMINI:
         return os.path.join(project, ".gemini", "settings.json")
+    if client.name == CODEX:
+        return os.path.join(project, ".codex", "config.toml")
     return desktop_config_path(environ, platform)
 
 

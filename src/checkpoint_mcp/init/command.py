@@ -35,11 +35,12 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--client",
-    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "gemini"]),
+    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "gemini", "codex"]),
     default="claude-code",
     show_default=True,
     help="Whose configuration: Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json), "
-    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json).",
+    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json), "
+    "Codex CLI (.codex/config.toml and ~/.codex/config.toml).",
 )
 @click.option(
     "--journal",
@@ -71,9 +72,10 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
     "scope",
     multiple=True,
     metavar="SCOPE",
-    help="Claude Code and Gemini: the scopes whose servers to wrap, local, project or user (repeatable, or a,b). "
-    "Default: all, each in its own file (.mcp.json; ~/.claude.json for local and user; Gemini: .gemini/settings.json "
-    "and ~/.gemini/settings.json, no local).",
+    help="Claude Code, Gemini and Codex: the scopes whose servers to wrap, local, project or user (repeatable, or "
+    "a,b). Default: all, each in its own file (Claude Code: .mcp.json; ~/.claude.json for local and user. Gemini: "
+    ".gemini/settings.json and ~/.gemini/settings.json. Codex: .codex/config.toml and ~/.codex/config.toml. Gemini "
+    "and Codex have no local scope).",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
@@ -100,17 +102,21 @@ def init(
 
     Every server entry is rewritten to run this `checkpoint` (by absolute path) with the project's journal and
     a workflow named after the server, and its own active policy (--policy), written to .checkpoint/policies/
-    from the tools the server lists; the session server is added and, for Claude Code, the SessionStart hook
-    `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
+    from the tools the server lists; the session server is added and, for Claude Code and Codex, the SessionStart
+    hook `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
     """
     import shutil
 
     from checkpoint_mcp.init import files, plan, scopes, wrap
 
-    if scope and client not in ("claude-code", "gemini"):
-        raise click.UsageError("--scope is for --client claude-code or gemini (the other clients have one file each)")
+    if scope and client not in ("claude-code", "gemini", "codex"):
+        raise click.UsageError(
+            "--scope is for --client claude-code, gemini or codex (the other clients have one file each)"
+        )
     if client == "gemini" and "local" in _names(scope):
         raise click.UsageError("Gemini CLI has two scopes, project and user (no local)")
+    if client == "codex" and "local" in _names(scope):
+        raise click.UsageError("Codex has no local scope: --scope project or user")
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     if policy is not None and no_policy:

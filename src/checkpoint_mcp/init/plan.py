@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import claude_json, clients, gemini, policies, scopes, wrap
+from checkpoint_mcp.init import claude_json, clients, codex, gemini, policies, scopes, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -86,9 +86,11 @@ class Plan:
     unhinted: list[tuple[str, list[str]]] = field(default_factory=list)
     """(server, tools) whose tools carry no hints at all: the ones to review first."""
     scoped: list[scopes.Wrapped] = field(default_factory=list)
-    """The servers of Claude Code's ``~/.claude.json`` (local and user scope) wrapped."""
+    """The servers of Claude Code's ``~/.claude.json`` (local and user scope), or Codex's user file, wrapped."""
     notes: list[str] = field(default_factory=list)
     """What the user must still do for the client to run what `init` wrote (Gemini: trust the folder)."""
+    codex: codex.Outcome | None = None
+    """What `init --client codex` did to Codex's files."""
 
 
 def plan(request: Request) -> Plan:
@@ -105,6 +107,8 @@ def plan(request: Request) -> Plan:
     result = Plan()
     policy = os.path.abspath(os.path.expanduser(request.policy)) if request.policy else None
     wrapping = wrap.Wrapping(request.launcher, journal, policy)
+    if client.name == clients.CODEX:
+        return _plan_codex(request, project, wrapping, result)
 
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
@@ -191,6 +195,34 @@ def _policy_of(
         return _own_policy(project, folder, name, entry, shape, env, how, taken, to_ask)
 
     return policy_of
+
+
+def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result: Plan) -> Plan:
+    """``plan`` for Codex's ``config.toml`` files (``init.codex``), with the same policies and state files.
+
+    Raises:
+        ClientConfigError: a file cannot be read, or an entry is of a shape `init` does not know.
+        InitError: --only or --skip names a server neither file has.
+    """
+    to_ask: dict[str, tuple[policies.Server, str]] = {}
+    taken: set[str] = set()
+    own_policy = request.policy is None and not request.no_policy
+    policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
+    asked = codex.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
+    outcome = codex.plan(asked)
+    result.codex = outcome
+    result.changes += outcome.changes
+    result.wrapped += [w.name for w in outcome.wrapped]
+    result.scoped += [w for w in outcome.wrapped if w.scope == scopes.USER]
+    if outcome.session is not None or outcome.changes:
+        ignore = _ignore_checkpoint_file(project)
+        if ignore is not None:
+            result.changes.append(ignore)
+            result.ignored_checkpoint = True
+    if result.changes:
+        result.changes += _policy_changes(to_ask, request.tools_of, result)
+        result.changes += _state_files(project)
+    return result
 
 
 def _wrap_servers(
@@ -436,6 +468,8 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     """What a run did (or, with ``dry_run``, would do), one line each, for the terminal."""
     verb = "would wrap" if dry_run else "wrapped"
     lines = []
+    if result.codex is not None:
+        return [*codex.summary(result.codex, dry_run=dry_run), *_tail(result, dry_run=dry_run)]
     if result.wrapped:
         lines.append(f"{verb}: {', '.join(result.wrapped)}")
     lines += scopes.summary(result.scoped, dry_run=dry_run)
@@ -452,6 +486,12 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
         lines.append(
             f"{'would widen' if dry_run else 'widened'} the SessionStart hook's matcher to {wrap.HOOK_MATCHER!r}"
         )
+    return lines + _tail(result, dry_run=dry_run)
+
+
+def _tail(result: Plan, *, dry_run: bool) -> list[str]:
+    """The summary's last lines, every client's: .gitignore, the policies, and whether anything was written."""
+    lines = []
     if result.ignored_checkpoint:
         lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
     lines += _policy_summary(result, dry_run=dry_run)

@@ -122,7 +122,7 @@ def wrap(
     else:
         upstream = ["--upstream-url", shape.url]
         for header, value in shape.headers:
-            variable = _free(f"CHECKPOINT_HEADER_{_NOT_NAME.sub('_', header.upper()).strip('_')}", env)
+            variable = header_variable(header, env)
             env[variable] = value
             upstream += [HEADER_ENV_FLAG, f"{header}={variable}"]
     replaced = {"command": wrapping.launcher.command, "args": [*wrapping.proxy_args(name), *upstream]}
@@ -170,6 +170,16 @@ def shell_command(
         else:
             words.append(shlex.quote(word))
     return " ".join(words)
+
+
+def header_variable(header: str, env: Mapping[str, str]) -> str:
+    """The variable a header's value goes in: ``CHECKPOINT_HEADER_<NAME>``, one ``env`` does not use yet."""
+    return _free(f"CHECKPOINT_HEADER_{_NOT_NAME.sub('_', header.upper()).strip('_')}", env)
+
+
+def free_variable(name: str, env: Mapping[str, str]) -> str:
+    """``name``, or the first ``name_<n>`` that ``env`` does not use yet."""
+    return _free(name, env)
 
 
 def _free(name: str, env: Mapping[str, str]) -> str:

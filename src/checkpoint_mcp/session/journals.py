@@ -11,7 +11,10 @@ The journals come from the first of these that names any:
    ``${VAR}`` and ``${VAR:-default}`` are expanded as Claude Code does; relative paths are relative to the
    project root. With them, the same of the project's local-scope servers in Claude Code's ``$HOME/.claude.json``
    (``projects["<root>"].mcpServers``, where ``checkpoint init`` wraps the servers ``claude mcp add`` made), and
-   of the project's Gemini CLI servers (``<root>/.gemini/settings.json``, whose SessionStart hook runs the brief).
+   of the project's Gemini CLI servers (``<root>/.gemini/settings.json``, whose SessionStart hook runs the brief),
+   and of the ``[mcp_servers.NAME]`` tables of the project's ``.codex/config.toml`` (Codex CLI's, where
+   ``checkpoint init --client codex`` wraps them): so the session server and the brief hook `init` gives Codex
+   name no journal themselves, and stay right as servers are wrapped later.
 
 A workflow without ``--workflow-id`` is the proxy's default, the journal's absolute path (a URL: without its
 password). Reading goes through ``journal.digest`` only, read-only; a journal that cannot be read becomes a
@@ -37,6 +40,7 @@ JOURNAL_ENV: Final = "CHECKPOINT_JOURNAL"
 WORKFLOW_ENV: Final = "CHECKPOINT_WORKFLOW_ID"
 MCP_CONFIG: Final = ".mcp.json"
 GEMINI_CONFIG: Final = os.path.join(".gemini", "settings.json")
+CODEX_CONFIG: Final = os.path.join(".codex", "config.toml")
 _VARIABLE: Final = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 
 
@@ -149,6 +153,22 @@ def from_claude_json(root: str, environ: Mapping[str, str]) -> tuple[list[Journa
     return (_specs_of(servers, root, environ) if isinstance(servers, dict) else []), []
 
 
+def from_codex_toml(root: str, environ: Mapping[str, str]) -> tuple[list[JournalSpec], list[str]]:
+    """The journals of the ``checkpoint`` servers in Codex's ``<root>/.codex/config.toml``, and warnings."""
+    import tomllib  # only for a project with Codex's file
+
+    path = os.path.join(root, CODEX_CONFIG)
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except FileNotFoundError:
+        return [], []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return [], [f"{path} could not be read to find the project's journals: {exc}."]
+    servers = document.get("mcp_servers")
+    return (_specs_of(servers, root, environ) if isinstance(servers, dict) else []), []
+
+
 def _specs_of(servers: Mapping[str, Any], root: str, environ: Mapping[str, str]) -> list[JournalSpec]:
     specs: list[JournalSpec] = []
     for entry in servers.values():
@@ -209,9 +229,10 @@ def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[s
     if not specs:
         specs, warnings = from_mcp_json(root, environ)
         local, local_warnings = from_claude_json(root, environ)
-        specs, warnings = [*specs, *local], [*warnings, *local_warnings]
         in_gemini, gemini_warnings = from_mcp_json(root, environ, GEMINI_CONFIG)
-        specs, warnings = [*specs, *in_gemini], [*warnings, *gemini_warnings]
+        codex, codex_warnings = from_codex_toml(root, environ)
+        specs = [*specs, *local, *in_gemini, *codex]
+        warnings = [*warnings, *local_warnings, *gemini_warnings, *codex_warnings]
         base = root
     found: dict[tuple[str, str], Journaled] = {}
     for spec in specs:

@@ -42,6 +42,12 @@ _OPTIONS = [
         "(repeatable; read at start, an unset or empty VAR is an error).",
     ),
     click.option(
+        "--upstream-bearer-env",
+        metavar="VAR",
+        help="For --upstream-url: send 'Authorization: Bearer <VAR's value>' with every request (read at start, an "
+        "unset or empty VAR is an error).",
+    ),
+    click.option(
         "--upstream-auth",
         type=click.Choice(["oauth"]),
         help="For --upstream-url: authorize with OAuth 2.1 (the URL to open is printed on stderr; tokens are kept).",
@@ -62,7 +68,7 @@ _OPTIONS = [
     ),
 ]
 
-_REMOTE_ONLY = ("upstream_headers", "upstream_header_envs", "upstream_ca", "upstream_auth")
+_REMOTE_ONLY = ("upstream_headers", "upstream_header_envs", "upstream_bearer_env", "upstream_ca", "upstream_auth")
 
 
 def upstream_options(function: F) -> F:
@@ -98,5 +104,6 @@ def upstream_choice(options: dict[str, Any]) -> tuple[str | None, RemoteConfig |
         ca_file=options.get("upstream_ca"),
         auth=options.get("upstream_auth"),
         header_envs=tuple(options.get("upstream_header_envs") or ()),
+        bearer_env=options.get("upstream_bearer_env"),
     )
     return None, remote

@@ -141,3 +141,36 @@ def test_upstream_header_env_with_an_unset_or_empty_variable_stops_at_start_nami
     twice = run(*flags, "--upstream-header", "authorization: x", env={"PAY_KEY": "k"})
     assert twice.returncode == 1
     assert "given by both --upstream-header and --upstream-header-env" in twice.stderr
+
+
+def test_upstream_bearer_env_sends_bearer_and_the_variable_s_value_to_a_server_that_requires_it(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    token = "s3cret-token"
+    with faults_server(tmp_path, "--require-authorization", f"Bearer {token}") as server:
+        flags = ("--upstream-url", server.url, "--journal", journal, "--upstream-bearer-env", "CODEX_TOKEN")
+        with ProxyProcess(*flags, env={"CODEX_TOKEN": token}) as proxy:
+            proxy.initialize()
+            reply = proxy.call("send_email", {"to": "ivy"}, seq=1)
+            command_line = Path(f"/proc/{proxy.proc.pid}/cmdline").read_bytes()
+            assert proxy.close() == 0
+    assert reply["result"]["content"][0]["text"] == "sent to ivy"
+    assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
+    assert token.encode() not in command_line
+    received = [json.loads(line) for line in (tmp_path / "effects.jsonl").read_text().splitlines()]
+    assert {r["auth"] for r in received if r["event"] == "received"} == {f"Bearer {token}"}
+
+
+def test_upstream_bearer_env_unset_or_beside_an_authorization_header_stops_at_start() -> None:
+    url = ("--upstream-url", "http://127.0.0.1:9/mcp")
+    empty = run(*url, "--upstream-bearer-env", "CODEX_TOKEN", env={"CODEX_TOKEN": ""})
+    assert empty.returncode == 1
+    assert "--upstream-bearer-env CODEX_TOKEN: the environment variable is empty or unset" in empty.stderr
+    both = run(
+        *url, "--upstream-bearer-env", "CODEX_TOKEN", "--upstream-header", "Authorization: x", env={"CODEX_TOKEN": "t"}
+    )
+    assert both.returncode == 1
+    assert "given by both --upstream-bearer-env" in both.stderr
+    stdio = run("--upstream-cmd", "true", "--upstream-bearer-env", "CODEX_TOKEN")
+    assert stdio.returncode == 2
+    assert "--upstream-bearer-env applies to --upstream-url only" in stdio.stderr

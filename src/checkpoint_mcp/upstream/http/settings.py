@@ -10,7 +10,7 @@ import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from checkpoint_mcp.config import RemoteConfig, env_headers, expand_headers
+from checkpoint_mcp.config import RemoteConfig, bearer_header, env_headers, expand_headers
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.upstream.http.exchange import Deadlines
 from checkpoint_mcp.upstream.http.remote import RemoteUpstream
@@ -37,6 +37,10 @@ def checked_settings(config: RemoteConfig, environ: Mapping[str, str]) -> tuple[
     if both:
         raise UsageError(f"header {sorted(both)[0]!r} is given by both --upstream-header and --upstream-header-env")
     headers.update(from_env)
+    bearer = bearer_header(config.bearer_env, environ)
+    if bearer and "authorization" in {name.lower() for name in headers}:
+        raise UsageError("header 'authorization' is given by both --upstream-bearer-env and another header flag")
+    headers.update(bearer)
     try:
         context = ssl.create_default_context(cafile=config.ca_file)
     except (OSError, ssl.SSLError) as exc:

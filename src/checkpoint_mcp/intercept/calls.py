@@ -510,12 +510,16 @@ class CallJournal:
             quoted = self._quoted[workflow] = dumps(workflow)
         return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}}}'
 
-    def completed(self, line_text: str, result: Any, claimed: Claimed) -> tuple[str, bytes]:
-        """One scan of the reply: (the result's exact text for the journal, the line with the journal's _meta)."""
-        try:
-            span = result_span(line_text)
-        except ValueError:
-            return "null", line_text.encode()
+    def completed(
+        self, line_text: str, result: Any, claimed: Claimed, span: tuple[int, int] | None = None
+    ) -> tuple[str, bytes]:
+        """(The result's exact text for the journal, the line with the journal's _meta); ``span``, the result's
+        place in the line when the caller knows it, spares a scan of the reply."""
+        if span is None:
+            try:
+                span = result_span(line_text)
+            except ValueError:
+                return "null", line_text.encode()
         if span is None:
             return "null", self.annotate(line_text, claimed)
         start, end = span

@@ -7,8 +7,10 @@ was asked to do is read from SQLite itself (its statement trace), so the default
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,40 +24,84 @@ from support import checkpoint_argv, done_count, effects_proxy, journal_states
 RELAXED = "PRAGMA synchronous=NORMAL"
 
 
-def _traced(journal: SqliteJournal) -> list[str]:
-    statements: list[str] = []
-    journal._con.set_trace_callback(statements.append)
-    return statements
+def _traced(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The statements of every SQLite connection opened from now on, one list per connection, in order."""
+    connections: list[list[str]] = []
+    connect = sqlite3.connect
+
+    def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        con = connect(*args, **kwargs)
+        connections.append([])
+        con.set_trace_callback(connections[-1].append)
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+    return connections
 
 
-def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path: Path) -> None:
+def _commits(statements: list[str]) -> int:
+    return statements.count("COMMIT")
+
+
+def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connections = _traced(monkeypatch)
     journal = open_journal(str(tmp_path / "j.db"))
     assert isinstance(journal, SqliteJournal)
     try:
         head = journal.lineage("wf").head
-        statements = _traced(journal)
+        [main] = connections
+        assert "PRAGMA synchronous=FULL" in main
 
         unit = journal.unit()
         unit.reserve(head, 1, "send_email", "{}", "sig-1")
         unit.commit(relaxed=True)  # a PENDING row: synced whatever the flag says
-        assert RELAXED not in statements
-
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit()  # the default: synced
-        assert RELAXED not in statements
-
         unit.reserve(head, 2, "send_email", "{}", "sig-2")
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit(relaxed=True)  # outcomes next to a PENDING row: synced
-        assert RELAXED not in statements
+        assert len(connections) == 1
+        commits = _commits(main)
 
         unit.finish(head, 2, CallState.FAILED, '{"error":{}}')
-        unit.commit(relaxed=True)
-        assert statements[-1] == "PRAGMA synchronous=FULL"  # back to the default right after
-        assert statements.count(RELAXED) == 1
+        unit.commit(relaxed=True)  # outcomes alone: on the relaxed connection, never synced
+        [_, relaxed] = connections
+        assert relaxed[0] == RELAXED
+        assert _commits(relaxed) == 1
+        assert [sql for sql in relaxed if sql.startswith("PRAGMA synchronous")] == [RELAXED]
+        assert RELAXED not in main
+        assert _commits(main) == commits  # every synced commit stays on the main connection
     finally:
         journal.close()
     assert journal_states(str(tmp_path / "j.db"), "wf") == {1: CallState.COMPLETED, 2: CallState.FAILED}
+
+
+def test_relaxed_commits_switch_no_synchronous_level_per_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connections = _traced(monkeypatch)
+    journal = open_journal(str(tmp_path / "j.db"))
+    assert isinstance(journal, SqliteJournal)
+    try:
+        head = journal.lineage("wf").head
+        unit = journal.unit()
+        for seq in range(1, 11):  # what a relaxed proxy commits per call: a synced PENDING, a relaxed outcome
+            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+            unit.commit(relaxed=True)
+            unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
+            unit.commit(relaxed=True)
+        statements = [sql for con in connections for sql in con]
+        assert sum(_commits(con) for con in connections) >= 20
+        # One per connection when it opens: FULL on the main one, NORMAL on the relaxed one; none per commit.
+        assert [sql for sql in statements if sql.startswith("PRAGMA synchronous")] == [
+            "PRAGMA synchronous=FULL",
+            RELAXED,
+        ]
+    finally:
+        journal.close()
+    assert set(journal_states(str(tmp_path / "j.db"), "wf").values()) == {CallState.COMPLETED}
 
 
 # point -> (row state after the crash, what a fresh proxy answers the same call)

@@ -1,9 +1,10 @@
 """The embedded journal: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 A commit returns only after the WAL is fsynced, so a PENDING row is on disk before the upstream is called and
-a COMPLETED row before the client sees the reply. The file is identified by ``PRAGMA application_id`` and
-versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is damaged, or was written by a
-newer Checkpoint is refused before anything is written to it.
+a COMPLETED row before the client sees the reply (``--relaxed-completions`` commits outcomes alone on a second
+connection, ``synchronous=NORMAL``: not synced, but a crash of the process keeps them). The file is identified
+by ``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal,
+is damaged, or was written by a newer Checkpoint is refused before anything is written to it.
 
 Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
 releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
@@ -185,16 +186,39 @@ class SqliteJournal(SqlJournal):
             _create_owner_only(self.path)
         else:
             _warn_if_shared(self.path)
-        target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
+        self._target = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
+        self._relaxed: sqlite3.Connection | None = None  # opened by the first relaxed commit
         with _translated(self.path, "open"):
-            self._con = sqlite3.connect(
-                target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
-            )
+            self._con = self._connect()
         try:
             self._prepare(create)
         except BaseException:
             self._con.close()
             raise
+
+    def _connect(self) -> sqlite3.Connection:
+        target, uri = self._target
+        return sqlite3.connect(
+            target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
+        )
+
+    def _relaxed_connection(self) -> sqlite3.Connection:
+        """The connection of relaxed commits, ``synchronous=NORMAL`` for good (opened once): switching the main
+        connection's level around each such commit cost two statements per commit, most of what it saved.
+
+        Raises:
+            JournalUnavailable: it could not be opened.
+        """
+        if self._relaxed is None:
+            with _translated(self.path, "open"):
+                con = self._connect()
+                try:
+                    con.execute("PRAGMA synchronous=NORMAL")
+                except BaseException:
+                    con.close()
+                    raise
+            self._relaxed = con
+        return self._relaxed
 
     def _prepare(self, create: bool) -> None:
         application_id, version, has_tables = _while_busy(self._identify)
@@ -289,14 +313,14 @@ class SqliteJournal(SqlJournal):
             JournalUnavailable: nothing was written.
         """
         if not durable:
-            with _translated(self.path, "write"):
-                self._con.execute("PRAGMA synchronous=NORMAL")
+            # The statements go to the relaxed connection for this transaction only; reads and every durable
+            # commit stay on the main one, whose next synced commit syncs this one's WAL frames too (one file).
+            main, self._con = self._con, self._relaxed_connection()
             try:
                 with self.transaction():
                     self.write_txn(groups)
             finally:
-                with _translated(self.path, "write"):
-                    self._con.execute("PRAGMA synchronous=FULL")
+                self._con = main
             return
         # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
         # managers: this runs for every commit of the proxy.
@@ -417,7 +441,8 @@ class SqliteJournal(SqlJournal):
         """Commit here unless another connection holds the write lock (then False, nothing written): a local
         fsync costs less than waking a committer thread, which would wait for the GIL after every statement;
         only a lock held elsewhere, whose wait has no bound but the busy timeout, goes to the thread."""
-        con = self._con
+        durable = not batches or any(batch.durable for batch in batches)  # which connection ``write`` commits on
+        con = self._con if durable else self._relaxed_connection()
         con.execute("PRAGMA busy_timeout = 0")
         try:
             self.write_batches(batches)
@@ -434,7 +459,9 @@ class SqliteJournal(SqlJournal):
         return self.path, self.audit_key, None
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
+        if self._relaxed is not None:
+            self._relaxed.close()
         self._con.close()
 
 

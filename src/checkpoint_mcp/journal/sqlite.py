@@ -312,19 +312,13 @@ class SqliteJournal(SqlJournal):
         Raises:
             JournalUnavailable: nothing was written.
         """
-        if not durable:
-            # The statements go to the relaxed connection for this transaction only; reads and every durable
-            # commit stay on the main one, whose next synced commit syncs this one's WAL frames too (one file).
-            main, self._con = self._con, self._relaxed_connection()
-            try:
-                with self.transaction():
-                    self.write_txn(groups)
-            finally:
-                self._con = main
-            return
         # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
-        # managers: this runs for every commit of the proxy.
-        con = self._con
+        # managers: this runs for every commit of the proxy. A relaxed commit runs on the relaxed connection, for
+        # this transaction only: reads and synced commits stay on the main one, whose next synced commit syncs
+        # the relaxed frames too (one WAL file).
+        main = self._con
+        con = main if durable else self._relaxed_connection()
+        self._con = con
         try:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -340,6 +334,8 @@ class SqliteJournal(SqlJournal):
                 raise
         except sqlite3.DatabaseError as exc:
             raise _journal_error(self.path, "write", exc) from exc
+        finally:
+            self._con = main
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """executemany on the journal's connection."""

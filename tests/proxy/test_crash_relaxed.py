@@ -7,10 +7,8 @@ was asked to do is read from SQLite itself (its statement trace), so the default
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,37 +20,32 @@ from checkpoint_mcp.journal.sqlite import SqliteJournal
 from support import checkpoint_argv, done_count, effects_proxy, journal_states
 
 RELAXED = "PRAGMA synchronous=NORMAL"
+SYNCED = "PRAGMA synchronous=FULL"
 
 
-def _traced(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The statements of every SQLite connection opened from now on, one list per connection, in order."""
-    connections: list[list[str]] = []
-    connect = sqlite3.connect
-
-    def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        con = connect(*args, **kwargs)
-        connections.append([])
-        con.set_trace_callback(connections[-1].append)
-        return con
-
-    monkeypatch.setattr(sqlite3, "connect", traced_connect)
-    return connections
+def _traced(journal: SqliteJournal) -> list[str]:
+    statements: list[str] = []
+    journal._con.set_trace_callback(statements.append)
+    return statements
 
 
-def _commits(statements: list[str]) -> int:
-    return statements.count("COMMIT")
+def _commit_levels(statements: list[str]) -> list[str]:
+    """The connection's synchronous level at each COMMIT: FULL (synced) or NORMAL (relaxed)."""
+    level, levels = "FULL", []
+    for sql in statements:
+        if sql in (RELAXED, SYNCED):
+            level = sql.rsplit("=", 1)[1]
+        elif sql == "COMMIT":
+            levels.append(level)
+    return levels
 
 
-def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    connections = _traced(monkeypatch)
+def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path: Path) -> None:
     journal = open_journal(str(tmp_path / "j.db"))
     assert isinstance(journal, SqliteJournal)
     try:
         head = journal.lineage("wf").head
-        [main] = connections
-        assert "PRAGMA synchronous=FULL" in main
+        statements = _traced(journal)
 
         unit = journal.unit()
         unit.reserve(head, 1, "send_email", "{}", "sig-1")
@@ -62,43 +55,47 @@ def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(
         unit.reserve(head, 2, "send_email", "{}", "sig-2")
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit(relaxed=True)  # outcomes next to a PENDING row: synced
-        assert len(connections) == 1
-        commits = _commits(main)
-
         unit.finish(head, 2, CallState.FAILED, '{"error":{}}')
-        unit.commit(relaxed=True)  # outcomes alone: on the relaxed connection, never synced
-        [_, relaxed] = connections
-        assert relaxed[0] == RELAXED
-        assert _commits(relaxed) == 1
-        assert [sql for sql in relaxed if sql.startswith("PRAGMA synchronous")] == [RELAXED]
-        assert RELAXED not in main
-        assert _commits(main) == commits  # every synced commit stays on the main connection
+        unit.commit(relaxed=True)  # outcomes alone: relaxed
+        journal.execute("SELECT 1")  # a statement outside a transaction commits on its own: synced first
+        assert statements[-2:] == [SYNCED, "SELECT 1"]
+        unit.reserve(head, 3, "send_email", "{}", "sig-3")
+        unit.commit(relaxed=True)  # the next PENDING row: synced again
+        journal.lineage("wf")  # a transaction of its own: synced
+        assert _commit_levels(statements) == ["FULL", "FULL", "FULL", "NORMAL", "FULL", "FULL"]
     finally:
         journal.close()
-    assert journal_states(str(tmp_path / "j.db"), "wf") == {1: CallState.COMPLETED, 2: CallState.FAILED}
+    assert journal_states(str(tmp_path / "j.db"), "wf") == {
+        1: CallState.COMPLETED,
+        2: CallState.FAILED,
+        3: CallState.PENDING,
+    }
 
 
-def test_relaxed_commits_switch_no_synchronous_level_per_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    connections = _traced(monkeypatch)
+def test_relaxed_commits_set_the_synchronous_level_only_when_it_changes(tmp_path: Path) -> None:
     journal = open_journal(str(tmp_path / "j.db"))
     assert isinstance(journal, SqliteJournal)
     try:
         head = journal.lineage("wf").head
+        statements = _traced(journal)
         unit = journal.unit()
-        for seq in range(1, 11):  # what a relaxed proxy commits per call: a synced PENDING, a relaxed outcome
+        for seq in range(1, 11):
+            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+        unit.commit(relaxed=True)
+        for seq in range(1, 11):  # ten outcomes, each committed alone: one level change, not two per commit
+            unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
+            unit.commit(relaxed=True)
+        assert _commit_levels(statements) == ["FULL"] + ["NORMAL"] * 10
+        assert statements.count(RELAXED) + statements.count(SYNCED) == 1
+
+        del statements[:]
+        for seq in range(11, 16):  # a relaxed proxy's calls one by one: a level change per commit, at most
             unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
             unit.commit(relaxed=True)
             unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
             unit.commit(relaxed=True)
-        statements = [sql for con in connections for sql in con]
-        assert sum(_commits(con) for con in connections) >= 20
-        # One per connection when it opens: FULL on the main one, NORMAL on the relaxed one; none per commit.
-        assert [sql for sql in statements if sql.startswith("PRAGMA synchronous")] == [
-            "PRAGMA synchronous=FULL",
-            RELAXED,
-        ]
+        assert _commit_levels(statements) == ["FULL", "NORMAL"] * 5
+        assert statements.count(RELAXED) + statements.count(SYNCED) == 10
     finally:
         journal.close()
     assert set(journal_states(str(tmp_path / "j.db"), "wf").values()) == {CallState.COMPLETED}

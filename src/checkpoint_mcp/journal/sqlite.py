@@ -1,10 +1,10 @@
 """The embedded journal: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 A commit returns only after the WAL is fsynced, so a PENDING row is on disk before the upstream is called and
-a COMPLETED row before the client sees the reply (``--relaxed-completions`` commits outcomes alone on a second
-connection, ``synchronous=NORMAL``: not synced, but a crash of the process keeps them). The file is identified
-by ``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal,
-is damaged, or was written by a newer Checkpoint is refused before anything is written to it.
+a COMPLETED row before the client sees the reply (``--relaxed-completions`` commits outcomes alone with
+``synchronous=NORMAL``: not synced, but a crash of the process keeps them). The file is identified by
+``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is
+damaged, or was written by a newer Checkpoint is refused before anything is written to it.
 
 Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
 releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
@@ -186,39 +186,17 @@ class SqliteJournal(SqlJournal):
             _create_owner_only(self.path)
         else:
             _warn_if_shared(self.path)
-        self._target = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
-        self._relaxed: sqlite3.Connection | None = None  # opened by the first relaxed commit
+        target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
+        self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
         with _translated(self.path, "open"):
-            self._con = self._connect()
+            self._con = sqlite3.connect(
+                target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
+            )
         try:
             self._prepare(create)
         except BaseException:
             self._con.close()
             raise
-
-    def _connect(self) -> sqlite3.Connection:
-        target, uri = self._target
-        return sqlite3.connect(
-            target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
-        )
-
-    def _relaxed_connection(self) -> sqlite3.Connection:
-        """The connection of relaxed commits, ``synchronous=NORMAL`` for good (opened once): switching the main
-        connection's level around each such commit cost two statements per commit, most of what it saved.
-
-        Raises:
-            JournalUnavailable: it could not be opened.
-        """
-        if self._relaxed is None:
-            with _translated(self.path, "open"):
-                con = self._connect()
-                try:
-                    con.execute("PRAGMA synchronous=NORMAL")
-                except BaseException:
-                    con.close()
-                    raise
-            self._relaxed = con
-        return self._relaxed
 
     def _prepare(self, create: bool) -> None:
         application_id, version, has_tables = _while_busy(self._identify)
@@ -279,8 +257,18 @@ class SqliteJournal(SqlJournal):
 
     # ---- SqlJournal hooks ---------------------------------------------------------------------------------
 
+    def _synced(self, synced: bool) -> None:
+        """Set the connection's level for the next commit, ``synchronous=FULL`` or ``NORMAL``, when it differs: a
+        relaxed commit leaves it NORMAL, so a run of them costs one statement, not two each; every commit that
+        must be synced (``write``, ``transaction``, a statement outside a transaction) sets FULL first."""
+        if synced is self._lowered:
+            self._con.execute("PRAGMA synchronous=FULL" if synced else "PRAGMA synchronous=NORMAL")
+            self._lowered = not synced
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        """Run one statement on the journal's connection."""
+        """Run one statement on the journal's connection (synced, if it commits on its own)."""
+        if self._lowered and not self._con.in_transaction:
+            self._synced(True)
         return self._con.execute(sql, params)
 
     @contextmanager
@@ -291,6 +279,7 @@ class SqliteJournal(SqlJournal):
             JournalUnavailable: the transaction could not start or commit (its writes are gone).
         """
         with _translated(self.path, "write"):
+            self._synced(True)
             self._con.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -313,13 +302,11 @@ class SqliteJournal(SqlJournal):
             JournalUnavailable: nothing was written.
         """
         # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
-        # managers: this runs for every commit of the proxy. A relaxed commit runs on the relaxed connection, for
-        # this transaction only: reads and synced commits stay on the main one, whose next synced commit syncs
-        # the relaxed frames too (one WAL file).
-        main = self._con
-        con = main if durable else self._relaxed_connection()
-        self._con = con
+        # managers: this runs for every commit of the proxy.
+        con = self._con
         try:
+            if durable is self._lowered:
+                self._synced(durable)
             con.execute("BEGIN IMMEDIATE")
             try:
                 self.write_txn(groups)
@@ -334,11 +321,11 @@ class SqliteJournal(SqlJournal):
                 raise
         except sqlite3.DatabaseError as exc:
             raise _journal_error(self.path, "write", exc) from exc
-        finally:
-            self._con = main
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """executemany on the journal's connection."""
+        """executemany on the journal's connection (synced, if it commits on its own)."""
+        if self._lowered and not self._con.in_transaction:
+            self._synced(True)
         self._con.executemany(sql, rows)
 
     def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
@@ -437,8 +424,7 @@ class SqliteJournal(SqlJournal):
         """Commit here unless another connection holds the write lock (then False, nothing written): a local
         fsync costs less than waking a committer thread, which would wait for the GIL after every statement;
         only a lock held elsewhere, whose wait has no bound but the busy timeout, goes to the thread."""
-        durable = not batches or any(batch.durable for batch in batches)  # which connection ``write`` commits on
-        con = self._con if durable else self._relaxed_connection()
+        con = self._con
         con.execute("PRAGMA busy_timeout = 0")
         try:
             self.write_batches(batches)
@@ -455,9 +441,7 @@ class SqliteJournal(SqlJournal):
         return self.path, self.audit_key, None
 
     def close(self) -> None:
-        """Close the connections."""
-        if self._relaxed is not None:
-            self._relaxed.close()
+        """Close the connection."""
         self._con.close()
 
 

@@ -28,7 +28,7 @@ from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.signature import call_signature
-from checkpoint_mcp.wire import classify, dumps, member_text, set_member
+from checkpoint_mcp.wire import classify, compact_json, dumps, member_text, set_member
 from harness import echo_call
 from report import table
 from stats import fmt, percentile
@@ -40,6 +40,28 @@ RESULT = b'{"content":[{"type":"text","text":"ok"}],"isError":false}'
 def reply(ident: int, result: bytes = RESULT) -> bytes:
     """The bundled upstream's answer to ``echo_call(ident)``."""
     return b'{"jsonrpc":"2.0","id":%d,"result":%s}\n' % (ident, result)
+
+
+def spaced_reply(ident: int, result: bytes = RESULT) -> bytes:
+    """The same answer as Python's ``json.dumps`` writes it by default (``", "`` and ``": "``); ``result`` spaced."""
+    return b'{"jsonrpc": "2.0", "id": %d, "result": %s}\n' % (ident, result)
+
+
+def spaced(result: bytes) -> bytes:
+    """``result`` as ``json.dumps`` writes it by default."""
+    return json.dumps(json.loads(result)).encode()
+
+
+SPACED_RESULT = spaced(RESULT)
+BIG_RESULT = json.dumps({"content": [{"type": "text", "text": "x" * 100_000}], "isError": False}).encode()
+BIG_COMPACT_RESULT = compact_json(json.loads(BIG_RESULT)).encode()
+# The lines are made in the timed loop: each from prepared bytes by one %-format, alike for every shape.
+SHAPES: dict[str, Callable[[int], bytes]] = {
+    "compact reply": reply,
+    "spaced reply (json.dumps default)": lambda ident: spaced_reply(ident, SPACED_RESULT),
+    "compact reply, 100 KB result": lambda ident: reply(ident, BIG_COMPACT_RESULT),
+    "spaced reply, 100 KB result": lambda ident: spaced_reply(ident, BIG_RESULT),
+}
 
 
 def per_call_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
@@ -55,10 +77,13 @@ def per_call_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
 class Driver:
     """An interceptor with (or without) a journal, fed request and reply lines with fresh ids."""
 
-    def __init__(self, journal_dir: Path | None, batch: int) -> None:
+    def __init__(
+        self, journal_dir: Path | None, batch: int, answer: Callable[[int], bytes] = reply, relaxed: bool = False
+    ) -> None:
         self.journal = SqliteJournal(str(journal_dir / "journal.db")) if journal_dir is not None else None
         path = self.journal.location if self.journal is not None else None
-        config = ProxyConfig(upstream_cmd="unused", journal=path)
+        config = ProxyConfig(upstream_cmd="unused", journal=path, relaxed_completions=relaxed)
+        self.answer = answer
         self._owner: Any = None
         journal: Any = self.journal  # typed against this tree's API; main's (16d5351+) takes a lineage instead
         if journal is not None and hasattr(journal, "lineage"):
@@ -79,7 +104,7 @@ class Driver:
             forwarded = sent.to_upstream + self.interceptor.flush().to_upstream
             if len(forwarded) != self.batch:
                 raise RuntimeError(f"not forwarded: {sent}")
-            self.interceptor.from_upstream([reply(i) for i in ids])
+            self.interceptor.from_upstream([self.answer(i) for i in ids])
             self.interceptor.flush()
             done += self.batch
 
@@ -102,9 +127,33 @@ def end_to_end(disk: Path, calls: int, repeats: int) -> list[list[str]]:
     return rows
 
 
-def _measure(place: Path | None, batch: int, calls: int, repeats: int) -> float:
+def shapes(calls: int, repeats: int) -> list[list[str]]:
+    """Rows: per-call µs of the journaled interceptor on /dev/shm (CPU only) by reply shape, and relaxed."""
+    rows = []
+    for label, answer in SHAPES.items():
+        n = calls // 8 if "100 KB" in label else calls
+        rows.append([label, "1", fmt(_measure(SHM, 1, n, repeats, answer), 1)])
+    for batch in (1, 32):
+        rows.append(
+            [
+                "compact reply, --relaxed-completions",
+                str(batch),
+                fmt(_measure(SHM, batch, calls, repeats, relaxed=True), 1),
+            ]
+        )
+    return rows
+
+
+def _measure(
+    place: Path | None,
+    batch: int,
+    calls: int,
+    repeats: int,
+    answer: Callable[[int], bytes] = reply,
+    relaxed: bool = False,
+) -> float:
     with tempfile.TemporaryDirectory(dir=place) as tmp:
-        driver = Driver(Path(tmp) if place is not None else None, batch)
+        driver = Driver(Path(tmp) if place is not None else None, batch, answer, relaxed)
         try:
             driver.run(batch * 4)
             return per_call_us(driver.run, max(batch, calls - calls % batch), repeats)
@@ -171,6 +220,9 @@ def main(argv: list[str]) -> int:
     print(f"checkpoint_mcp from {Path(checkpoint_mcp.__file__).parent}\n")
     header = ["Interceptor, in-process", "calls per read", "µs per call (both directions)"]
     print(table(header, end_to_end(args.tmp, calls, repeats)))
+    print()
+    header = ["Journaled on /dev/shm (CPU only), by reply", "calls per read", "µs per call (both directions)"]
+    print(table(header, shapes(calls, repeats)))
     print()
     print(table(["Step of a journaled call, alone", "µs"], pieces(calls * 5, repeats)))
     if args.profile:

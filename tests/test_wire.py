@@ -23,6 +23,7 @@ from checkpoint_mcp.wire import (
     set_member,
     skip_value,
     sorted_json,
+    usual_result,
     with_id,
 )
 
@@ -223,3 +224,61 @@ def test_id_span_agrees_with_the_member_scan_on_any_object(members: list[tuple[s
         assert json.loads(replaced)["id"] == "alias"
     else:
         assert (original, replaced) == (None, text)
+
+
+# Responses spelled every way JSON allows: white space between any two tokens, escapes, nesting, other orders,
+# other members, duplicates. The fast path must say what the slow path says, or nothing.
+_WS = st.text(alphabet=" \t\r\n", max_size=3)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=12,
+)
+_IDS = st.one_of(
+    st.integers(-(10**18), 10**18).map(str),
+    st.text(max_size=6).map(json.dumps),  # escapes included
+    st.text(max_size=6).map(lambda text: json.dumps(text, ensure_ascii=False)),
+    st.sampled_from(["-0", "1.5", "1e3", "null", "2.0"]),
+)
+
+
+def _usual_id(text: str) -> bool:
+    """An id the fast path reads: an integer of at most 16 digits, or a string of at most 200 without escapes."""
+    if text.startswith('"'):
+        return "\\" not in text and len(text) <= 202
+    digits = text.removeprefix("-")
+    return digits.isdigit() and len(digits) <= 16 and (text == "0" or not digits.startswith("0"))
+
+
+@st.composite
+def _responses(draw: st.DrawFn) -> tuple[str, bool]:
+    """A response's text, and whether it is spelled the usual way (what ``usual_result`` must read)."""
+    indent = draw(st.sampled_from([None, 1, "\t"]))
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    value = json.dumps(draw(_JSON), indent=indent, separators=separators, ensure_ascii=draw(st.booleans()))
+    ident = draw(_IDS)
+    member = draw(st.sampled_from(['"result"', '"result"', '"error"', '"res\\u0075lt"']))  # names as JSON text
+    members = [('"jsonrpc"', '"2.0"'), ('"id"', ident), (member, value)]
+    extra = draw(st.lists(st.tuples(st.sampled_from(['"x"', '"id"', '"result"', '"jsonrpc"']), _IDS), max_size=2))
+    spelled = draw(st.permutations(members + extra)) if draw(st.booleans()) else members + extra
+    ws = [draw(_WS) for _ in range(4 * len(spelled) + 2)]
+    body = ",".join(
+        f"{ws[4 * n]}{key}{ws[4 * n + 1]}:{ws[4 * n + 2]}{text}{ws[4 * n + 3]}" for n, (key, text) in enumerate(spelled)
+    )
+    usual = not extra and spelled == members and member == '"result"' and _usual_id(ident) and ident != "-0"
+    return "{" + body + "}" + ws[-1], usual
+
+
+@given(_responses())
+def test_the_usual_result_fast_path_says_what_the_slow_path_says(response: tuple[str, bool]) -> None:
+    text, usual = response
+    fast = usual_result(text)
+    if usual:
+        assert fast is not None, "a usual spelling must take the fast path"
+    if fast is None:
+        return
+    body = json.loads(text)
+    assert body == {"jsonrpc": "2.0", "id": fast.id, "result": fast.result}
+    assert type(fast.id) is type(body["id"])
+    assert fast.span == result_span(text) == object_members(text, 0)[0]["result"]
+    assert json.loads(text[slice(*fast.span)]) == body["result"]

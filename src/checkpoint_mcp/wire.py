@@ -349,6 +349,44 @@ def result_span(text: str) -> tuple[int, int] | None:
     return members.get("result")
 
 
+_REPLY_HEAD = re.compile(
+    rf'\{{{_W}"jsonrpc"{_W}:{_W}"2\.0"{_W},{_W}"id"{_W}:{_W}'
+    rf'(?:(-?[1-9][0-9]{{0,15}}|0)|"([^"\\\x00-\x1f]{{0,200}})"){_W},{_W}"result"{_W}:{_W}'
+)
+_REPLY_END = re.compile(rf"{_W}\}}{_W}")
+
+
+class UsualResult(NamedTuple):
+    """A result response read by ``usual_result``: what ``classify`` and ``result_span`` would say of it."""
+
+    id: int | str
+    result: Any
+    span: tuple[int, int]  # of the result's text
+
+
+def usual_result(text: str) -> UsualResult | None:
+    """The id, the result and the result's span of a result response written the usual way, from one scan of its
+    result; None for any other spelling (classify it, then ``result_span``).
+
+    The usual way: ``jsonrpc`` ``"2.0"``, then an ``id`` that is an integer of at most 16 digits or a string
+    without escapes, then ``result`` and nothing after it, with any JSON white space between the tokens. Only
+    then is the one parse of the result all the parse there is: nothing else in the line can hold a duplicate
+    member or a value ``json.loads`` would refuse.
+    """
+    head = _REPLY_HEAD.match(text)
+    if head is None:
+        return None
+    start = head.end()
+    try:
+        result, end = _scan_value(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return None  # not a value there, or a deep one: the slow path says what it is
+    if _REPLY_END.fullmatch(text, end) is None:
+        return None
+    number, string = head.groups()
+    return UsualResult(int(number) if number is not None else string, result, (start, end))
+
+
 _ID_HEAD = re.compile(rf'\{{{_W}(?:"(?:jsonrpc|method)"{_W}:{_W}{_PLAIN_STRING}{_W},{_W})*"id"{_W}:{_W}')
 _ID_VALUE = re.compile(rf"{_PLAIN_STRING}|{_INTEGER}(?![0-9.eE])")
 _MEMBER_END = re.compile(rf"{_W}[,}}]")

@@ -20,12 +20,24 @@ from checkpoint_mcp.journal.sqlite import SqliteJournal
 from support import checkpoint_argv, done_count, effects_proxy, journal_states
 
 RELAXED = "PRAGMA synchronous=NORMAL"
+SYNCED = "PRAGMA synchronous=FULL"
 
 
 def _traced(journal: SqliteJournal) -> list[str]:
     statements: list[str] = []
     journal._con.set_trace_callback(statements.append)
     return statements
+
+
+def _commit_levels(statements: list[str]) -> list[str]:
+    """The connection's synchronous level at each COMMIT: FULL (synced) or NORMAL (relaxed)."""
+    level, levels = "FULL", []
+    for sql in statements:
+        if sql in (RELAXED, SYNCED):
+            level = sql.rsplit("=", 1)[1]
+        elif sql == "COMMIT":
+            levels.append(level)
+    return levels
 
 
 def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path: Path) -> None:
@@ -38,24 +50,55 @@ def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path
         unit = journal.unit()
         unit.reserve(head, 1, "send_email", "{}", "sig-1")
         unit.commit(relaxed=True)  # a PENDING row: synced whatever the flag says
-        assert RELAXED not in statements
-
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit()  # the default: synced
-        assert RELAXED not in statements
-
         unit.reserve(head, 2, "send_email", "{}", "sig-2")
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit(relaxed=True)  # outcomes next to a PENDING row: synced
-        assert RELAXED not in statements
-
         unit.finish(head, 2, CallState.FAILED, '{"error":{}}')
-        unit.commit(relaxed=True)
-        assert statements[-1] == "PRAGMA synchronous=FULL"  # back to the default right after
-        assert statements.count(RELAXED) == 1
+        unit.commit(relaxed=True)  # outcomes alone: relaxed
+        journal.execute("SELECT 1")  # a statement outside a transaction commits on its own: synced first
+        assert statements[-2:] == [SYNCED, "SELECT 1"]
+        unit.reserve(head, 3, "send_email", "{}", "sig-3")
+        unit.commit(relaxed=True)  # the next PENDING row: synced again
+        journal.lineage("wf")  # a transaction of its own: synced
+        assert _commit_levels(statements) == ["FULL", "FULL", "FULL", "NORMAL", "FULL", "FULL"]
     finally:
         journal.close()
-    assert journal_states(str(tmp_path / "j.db"), "wf") == {1: CallState.COMPLETED, 2: CallState.FAILED}
+    assert journal_states(str(tmp_path / "j.db"), "wf") == {
+        1: CallState.COMPLETED,
+        2: CallState.FAILED,
+        3: CallState.PENDING,
+    }
+
+
+def test_relaxed_commits_set_the_synchronous_level_only_when_it_changes(tmp_path: Path) -> None:
+    journal = open_journal(str(tmp_path / "j.db"))
+    assert isinstance(journal, SqliteJournal)
+    try:
+        head = journal.lineage("wf").head
+        statements = _traced(journal)
+        unit = journal.unit()
+        for seq in range(1, 11):
+            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+        unit.commit(relaxed=True)
+        for seq in range(1, 11):  # ten outcomes, each committed alone: one level change, not two per commit
+            unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
+            unit.commit(relaxed=True)
+        assert _commit_levels(statements) == ["FULL"] + ["NORMAL"] * 10
+        assert statements.count(RELAXED) + statements.count(SYNCED) == 1
+
+        del statements[:]
+        for seq in range(11, 16):  # a relaxed proxy's calls one by one: a level change per commit, at most
+            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+            unit.commit(relaxed=True)
+            unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
+            unit.commit(relaxed=True)
+        assert _commit_levels(statements) == ["FULL", "NORMAL"] * 5
+        assert statements.count(RELAXED) + statements.count(SYNCED) == 10
+    finally:
+        journal.close()
+    assert set(journal_states(str(tmp_path / "j.db"), "wf").values()) == {CallState.COMPLETED}
 
 
 # point -> (row state after the crash, what a fresh proxy answers the same call)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.wire import member_text
 
-from support import ProxyProcess, effects_proxy, journal_states, server_cmd, wait_until
+from support import ProxyProcess, effects_proxy, journal_calls, journal_states, server_cmd, wait_until
 
 CLIENT_LINES = [
     # requests with odd spellings, unknown envelope fields, vendor methods
@@ -129,3 +130,55 @@ def test_an_upstream_reply_that_is_not_utf8_reaches_the_client_repaired_and_is_j
     assert reply["result"]["content"][0]["text"] == "caf\ufffd \ufffd"
     assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
     assert "not UTF-8" in p.stderr
+
+
+def _spaced(result: str) -> bytes:
+    return f'{{"jsonrpc": "2.0", "id": 5, "result": {result}}}\n'.encode()
+
+
+SPACED_RESULT = '{"content": [{"type": "text", "text": "a \\"quoted\\" \\u00e9 ✓"}], "isError": false, "n": 1.50}'
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        _spaced(SPACED_RESULT),  # Python's json.dumps default: the fast path
+        # every white space a line can hold (a line feed ends it on stdio)
+        f'{{ "jsonrpc" :\t"2.0" ,\r "id" : 5 , "result" :\t\r{SPACED_RESULT} \t}}\r\n'.encode(),
+        f'{{"jsonrpc":"2.0","id":5,"result":{SPACED_RESULT}}}\n'.encode(),  # compact
+        f'{{"result": {SPACED_RESULT}, "jsonrpc": "2.0", "id": 5}}\n'.encode(),  # another order: the slow path
+        _spaced('{"big": "' + "x" * 100_000 + '", "nested": {"a": [1, {"b": []}]}}'),
+    ],
+)
+def test_a_journaled_reply_written_with_spaces_is_journaled_byte_for_byte_and_replayed_the_same(
+    journal: str, workflow: str, tmp_path: Path, reply: bytes
+) -> None:
+    emit = tmp_path / "emit.bin"
+    emit.write_bytes(reply)
+    call = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","_meta":{"checkpoint_seq":1}}}\n'
+    raw_log = tmp_path / "received.bin"
+    env = {"RAW_LOG": str(raw_log), "EMIT_FILE": str(emit)}
+    with ProxyProcess("--upstream-cmd", server_cmd("recorder_server.py"), "--journal", journal, env=env) as p:
+        p.send_raw(call)
+        wait_until(lambda: raw_log.exists() and b"tools/call" in raw_log.read_bytes(), what="the call upstream")
+        p.send_raw(b'{"jsonrpc":"2.0","method":"test/emit"}\n')
+        answer = p.recv_line()
+        p.close()
+    result_text = member_text(reply.decode(), ("result",))
+    assert result_text is not None
+    meta = f'"_meta":{{"checkpoint/journal":{{"workflow":{json.dumps(workflow)},"seq":1,"replayed":false}}}},'
+    # The client gets the upstream's bytes, the journal's _meta key added at the front of the result, nothing else.
+    assert answer == reply.replace(result_text.encode(), b"{" + meta.encode() + result_text[1:].encode(), 1)
+    [row] = journal_calls(journal, workflow)
+    assert (row.state, row.outcome) == (CallState.COMPLETED, result_text)
+
+    again_log = tmp_path / "again.bin"
+    env = {"RAW_LOG": str(again_log), "EMIT_FILE": str(emit)}
+    with ProxyProcess("--upstream-cmd", server_cmd("recorder_server.py"), "--journal", journal, env=env) as p:
+        p.send_raw(call.replace(b'"id":5', b'"id":6'))
+        replayed = p.recv_line()
+        p.close()
+    assert b"tools/call" not in again_log.read_bytes()
+    replayed_meta = meta.replace("false", "true").encode()
+    expected = b'{"jsonrpc":"2.0","id":6,"result":{' + replayed_meta + result_text[1:].encode() + b"}\n"
+    assert replayed == expected

@@ -510,22 +510,22 @@ class CallJournal:
             quoted = self._quoted[workflow] = dumps(workflow)
         return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}}}'
 
-    def completed(self, line_text: str, result: Any, claimed: Claimed) -> tuple[str, bytes]:
-        """One scan of the reply: (the result's exact text for the journal, the line with the journal's _meta)."""
+    def completed(self, text: str, result: Any, claimed: Claimed, span: tuple[int, int] | None) -> tuple[str, bytes]:
+        """(The result's exact text for the journal, the line with its _meta); ``span``: the result's, if known."""
         try:
-            span = result_span(line_text)
+            span = span or result_span(text)
         except ValueError:
-            return "null", line_text.encode()
+            return "null", text.encode()
         if span is None:
-            return "null", self.annotate(line_text, claimed)
+            return "null", self.annotate(text, claimed)
         start, end = span
-        outcome = line_text[start:end]
-        if isinstance(result, dict) and "_meta" not in result and line_text[start] == "{":
+        outcome = text[start:end]
+        if isinstance(result, dict) and "_meta" not in result and text[start] == "{":
             info = self._info(claimed.workflow, claimed.seq, False)
             separator = "," if result else ""
-            annotated = f'{line_text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{line_text[start + 1 :]}'
+            annotated = f'{text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{text[start + 1 :]}'
             return outcome, annotated.encode()
-        return outcome, self.annotate(line_text, claimed)
+        return outcome, self.annotate(text, claimed)
 
     def annotate(self, line_text: str, claimed: Claimed) -> bytes:
         """The upstream's response line with the journal's ``_meta`` added to its result."""

@@ -43,15 +43,7 @@ from checkpoint_mcp.intercept.settle import idempotency_key, keyed_line, unanswe
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
-from checkpoint_mcp.wire import (
-    Kind,
-    Message,
-    WireParseError,
-    classify,
-    error_line,
-    id_key,
-    member_text,
-)
+from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, error_line, id_key, member_text, usual_result
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +56,7 @@ class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
     def __init__(
-        self,
-        config: ProxyConfig,
-        journal: Journal | None,
-        lineage: Lineage | None,
-        calls: CallJournal | None = None,
+        self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None, calls: CallJournal | None = None
     ) -> None:
         """``calls``: the sequences and decisions of the workflow, when several interceptors (a gateway's
         sessions) share one workflow in one process; by default this interceptor has its own."""
@@ -253,12 +241,8 @@ class Interceptor:
             self._flushing = None
             assert self._unit is not None
             self._unit.settled(flushing.batch)
-        held_up, held_down, reserved, finishing = (
-            flushing.held_up,
-            flushing.held_down,
-            flushing.reserved,
-            flushing.finishing,
-        )
+        held_up, held_down = flushing.held_up, flushing.held_down
+        reserved, finishing = flushing.reserved, flushing.finishing
         if isinstance(error, JournalError):
             self._note(error)
             return self._failed_flush(held_up, held_down, reserved, finishing, str(error))
@@ -468,16 +452,8 @@ class Interceptor:
             return lines
         out: list[bytes] = []
         for line in lines:
-            key = head_key(line)
-            if key is not None:
-                plain = self._in_flight.get(key)
-                if plain is None:
-                    self._emit_down(out, line, waits=False)
-                    continue
-                if plain.claimed is None and plain.track is Track.PLAIN:
-                    del self._in_flight[key]
-                    self._emit_down(out, self._results.with_identity(line), waits=False, passes=True)
-                    continue
+            if self._routed_by_head(line, out):
+                continue
             entry = None
             message = None
             try:
@@ -495,7 +471,7 @@ class Interceptor:
                 barrier = message is None or message.kind is not Kind.RESPONSE
                 self._emit_down(out, line, waits=False, barrier=barrier)
             elif entry.claimed is not None:
-                answer, final = self._tool_result(entry.claimed, message, line)
+                answer, final = self._tool_result(entry.claimed, message.body, line.decode())
                 self._emit_down(out, self._results.with_identity(answer), waits=final)
             else:
                 plain_line = self._results.plain_result(entry, message, line)
@@ -504,6 +480,29 @@ class Interceptor:
                     # Never run with a probe that might change something: stop, as for a lost journal.
                     self.fatal = f"the tool policy is refused: {self._results.policy_refused}"
         return out
+
+    def _routed_by_head(self, line: bytes, out: list[bytes]) -> bool:
+        """Route a response line by its head (``head_key``) without parsing it all; False: it needs the slow path."""
+        key = head_key(line)
+        if key is None:
+            return False
+        entry = self._in_flight.get(key)
+        if entry is None:
+            self._emit_down(out, line, waits=False)
+            return True
+        if entry.claimed is None and entry.track is Track.PLAIN:
+            del self._in_flight[key]
+            self._emit_down(out, self._results.with_identity(line), waits=False, passes=True)
+            return True
+        if entry.claimed is not None and entry.track is Track.TOOL_CALL:
+            # A result written the usual way: its one parse serves the client's line and the journal.
+            usual = usual_result(text := line.decode())
+            if usual is not None:
+                del self._in_flight[key]
+                answer, final = self._tool_result(entry.claimed, {"result": usual.result}, text, usual.span)
+                self._emit_down(out, self._results.with_identity(answer), waits=final)
+                return True
+        return False
 
     def _emit_down(
         self, out: list[bytes], line: bytes, *, waits: bool, passes: bool = False, barrier: bool = False
@@ -520,22 +519,23 @@ class Interceptor:
         else:
             out.append(line)
 
-    def _tool_result(self, claimed: Claimed, message: Message, line: bytes) -> tuple[bytes, bool]:
-        """The answer to send for a journaled call, and whether it must wait for its outcome to be committed."""
+    def _tool_result(
+        self, claimed: Claimed, body: Any, text: str, at: tuple[int, int] | None = None
+    ) -> tuple[bytes, bool]:
+        """The answer to send for a journaled call (``body``: its line ``text`` parsed; ``at``: where its result's
+        text is, if known), and whether it must wait for its outcome to be committed."""
         assert self._calls is not None
         assert self._unit is not None
         debug.trigger("after_upstream_reply")
-        text = line.decode()
-        body = message.body
         if "error" in body:
             self._finish(claimed, CallState.FAILED, member_text(text, ("error",)) or "null")
-            return line, True
+            return text.encode(), True
         result = body.get("result")
         if isinstance(result, dict) and result.get("resultType") == "input_required":
             # Not a completion: the client will retry with inputResponses; the row stays PENDING until then.
             self._calls.awaiting_input(claimed, result.get("requestState"))
             return self._calls.annotate(text, claimed), False
-        outcome, annotated = self._calls.completed(text, result, claimed)
+        outcome, annotated = self._calls.completed(text, result, claimed, at)
         self._finish(claimed, CallState.COMPLETED, outcome)
         return annotated, True
 

@@ -13,9 +13,13 @@ from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, error_l
 
 logger = logging.getLogger(__name__)
 
-# The usual head of a response line: its id without a JSON parse (any other spelling takes the slow path).
+# The usual head of a response line: its id without a JSON parse, whatever JSON white space lies between its
+# tokens (each space of the template; Python's json.dumps writes ", " and ": "); any other spelling takes the
+# slow path.
 _RESPONSE_HEAD = re.compile(
-    rb'\{"jsonrpc":"2\.0","id":(?:(-?[1-9][0-9]{0,15}|0)|"([^"\\]{0,200})"),"(?:result|error)":'
+    rb'\{ "jsonrpc" : "2\.0" , "id" : (?:(-?[1-9][0-9]{0,15}|0)|"([^"\\]{0,200})") , "(?:result|error)" :'.replace(
+        b" ", rb"[ \t\n\r]*"
+    )
 )
 
 

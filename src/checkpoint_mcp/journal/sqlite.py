@@ -1,9 +1,10 @@
 """The embedded journal: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 A commit returns only after the WAL is fsynced, so a PENDING row is on disk before the upstream is called and
-a COMPLETED row before the client sees the reply. The file is identified by ``PRAGMA application_id`` and
-versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is damaged, or was written by a
-newer Checkpoint is refused before anything is written to it.
+a COMPLETED row before the client sees the reply (``--relaxed-completions`` commits outcomes alone with
+``synchronous=NORMAL``: not synced, but a crash of the process keeps them). The file is identified by
+``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is
+damaged, or was written by a newer Checkpoint is refused before anything is written to it.
 
 Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
 releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
@@ -186,6 +187,7 @@ class SqliteJournal(SqlJournal):
         else:
             _warn_if_shared(self.path)
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
+        self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
         with _translated(self.path, "open"):
             self._con = sqlite3.connect(
                 target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
@@ -255,8 +257,18 @@ class SqliteJournal(SqlJournal):
 
     # ---- SqlJournal hooks ---------------------------------------------------------------------------------
 
+    def _synced(self, synced: bool) -> None:
+        """Set the connection's level for the next commit, ``synchronous=FULL`` or ``NORMAL``, when it differs: a
+        relaxed commit leaves it NORMAL, so a run of them costs one statement, not two each; every commit that
+        must be synced (``write``, ``transaction``, a statement outside a transaction) sets FULL first."""
+        if synced is self._lowered:
+            self._con.execute("PRAGMA synchronous=FULL" if synced else "PRAGMA synchronous=NORMAL")
+            self._lowered = not synced
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        """Run one statement on the journal's connection."""
+        """Run one statement on the journal's connection (synced, if it commits on its own)."""
+        if self._lowered and not self._con.in_transaction:
+            self._synced(True)
         return self._con.execute(sql, params)
 
     @contextmanager
@@ -267,6 +279,7 @@ class SqliteJournal(SqlJournal):
             JournalUnavailable: the transaction could not start or commit (its writes are gone).
         """
         with _translated(self.path, "write"):
+            self._synced(True)
             self._con.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -288,20 +301,12 @@ class SqliteJournal(SqlJournal):
         Raises:
             JournalUnavailable: nothing was written.
         """
-        if not durable:
-            with _translated(self.path, "write"):
-                self._con.execute("PRAGMA synchronous=NORMAL")
-            try:
-                with self.transaction():
-                    self.write_txn(groups)
-            finally:
-                with _translated(self.path, "write"):
-                    self._con.execute("PRAGMA synchronous=FULL")
-            return
         # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
         # managers: this runs for every commit of the proxy.
         con = self._con
         try:
+            if durable is self._lowered:
+                self._synced(durable)
             con.execute("BEGIN IMMEDIATE")
             try:
                 self.write_txn(groups)
@@ -318,7 +323,9 @@ class SqliteJournal(SqlJournal):
             raise _journal_error(self.path, "write", exc) from exc
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """executemany on the journal's connection."""
+        """executemany on the journal's connection (synced, if it commits on its own)."""
+        if self._lowered and not self._con.in_transaction:
+            self._synced(True)
         self._con.executemany(sql, rows)
 
     def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:

@@ -22,10 +22,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from fake_api import QuietHandler, loopback
 from scripted_model import ToolCall
 
 
@@ -115,21 +116,18 @@ def _filled(schema: dict[str, Any]) -> Any:
 
 
 def _handler(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if ":countTokens" in self.path:
-                self._json({"totalTokens": 10})
+                self.json({"totalTokens": 10})
                 return
             request = json.loads(body or b"{}")
             if ":streamGenerateContent" not in self.path:
                 # A side request (the model router's complexity score, a summary): not part of the plan.
                 schema = request.get("generationConfig", {}).get("responseJsonSchema")
                 text = json.dumps(_filled(schema)) if isinstance(schema, dict) else "ok"
-                self._json(_chunk({"text": text}))
+                self.json(_chunk({"text": text}))
                 return
             with model.lock:
                 if not model.requests:
@@ -143,15 +141,7 @@ def _handler(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def do_GET(self) -> None:
-            self._json({})
-
-        def _json(self, value: dict[str, Any]) -> None:
-            payload = json.dumps(value).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.json({})
 
     return Handler
 
@@ -159,12 +149,5 @@ def _handler(model: ScriptedGemini) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(model: ScriptedGemini) -> Iterator[str]:
     """Serve ``model`` on a loopback port; yields the base URL for ``GOOGLE_GEMINI_BASE_URL``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback(_handler(model)) as url:
+        yield url

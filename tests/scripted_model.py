@@ -17,8 +17,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from fake_api import QuietHandler, loopback
 
 
 @dataclass
@@ -127,14 +129,11 @@ def _events(blocks: list[dict[str, Any]], model: str) -> Iterator[tuple[str, dic
 
 
 def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
-                self._json({"input_tokens": 10} if "count_tokens" in self.path else {})
+                self.json({"input_tokens": 10} if "count_tokens" in self.path else {})
                 return
             request = json.loads(body)
             with model.lock:
@@ -142,7 +141,7 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 blocks = model.answer(request)
             if not request.get("stream"):
                 stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-                self._json(
+                self.json(
                     {
                         "id": "msg_scripted",
                         "type": "message",
@@ -164,15 +163,7 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def do_GET(self) -> None:
-            self._json({})
-
-        def _json(self, value: dict[str, Any]) -> None:
-            payload = json.dumps(value).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.json({})
 
     return Handler
 
@@ -180,12 +171,5 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(model: ScriptedModel) -> Iterator[str]:
     """Serve ``model`` on a loopback port; yields the base URL for ``ANTHROPIC_BASE_URL``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback(_handler(model)) as url:
+        yield url

@@ -19,8 +19,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from fake_api import QuietHandler, loopback
 
 
 @dataclass
@@ -125,14 +127,11 @@ def _events(items: list[dict[str, Any]], model: str) -> Iterator[dict[str, Any]]
 
 
 def _handler(model: ResponsesModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if not self.path.rstrip("/").endswith("/responses"):
-                self._json(404, {"error": {"message": f"no {self.path} here"}})
+                self.json(status=404, value={"error": {"message": f"no {self.path} here"}})
                 return
             request = json.loads(body)
             with model.lock:
@@ -150,15 +149,7 @@ def _handler(model: ResponsesModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def do_GET(self) -> None:
-            self._json(200, {"object": "list", "data": []})
-
-        def _json(self, status: int, value: dict[str, Any]) -> None:
-            payload = json.dumps(value).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.json(status=200, value={"object": "list", "data": []})
 
     return Handler
 
@@ -166,12 +157,5 @@ def _handler(model: ResponsesModel) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serving(model: ResponsesModel) -> Iterator[str]:
     """Serve ``model`` on a loopback port; yields the base URL for a Codex model provider (``.../v1``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(model))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback(_handler(model)) as url:
+        yield url + "/v1"

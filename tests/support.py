@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,42 @@ def effects_proxy(journal: str, tmp_path: Path, *extra: str, trigger: str | None
     if trigger:
         env["CHECKPOINT_DEBUG_TRIGGER"] = trigger
     return ProxyProcess("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, *extra, env=env)
+
+
+@contextlib.contextmanager
+def write_lock(journal: str) -> Iterator[None]:
+    """A SQLite journal's write lock, held by another connection until the block ends."""
+    import sqlite3
+
+    blocker = sqlite3.connect(journal, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        yield
+        blocker.execute("ROLLBACK")
+    finally:
+        blocker.close()
+
+
+def headless(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, saw: str = "") -> str:
+    """Run an agent CLI headless to its end (its whole process group killed if it outlives ``timeout``, and the
+    test failed with its output and ``saw``); its output. It must exit 0."""
+    import pytest
+
+    child = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        pytest.fail(f"{Path(argv[0]).name} did not end within {timeout:g} s:\n{out[-3000:]}\n{saw}")
+    assert child.returncode == 0, out[-3000:]
+    return out

@@ -9,31 +9,16 @@ until its COMPLETED row is.
 from __future__ import annotations
 
 import concurrent.futures
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, Reply, effects_gateway, modern_call, request
 
-from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until
+from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until, write_lock
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 PASSES_WITHIN = 3.0  # seconds; a request waiting behind the held commit would wait for SQLite's 5 s busy timeout
-
-
-@contextmanager
-def write_lock(journal: str) -> Iterator[None]:
-    """The journal's write lock, held by another connection until the block ends."""
-    blocker = sqlite3.connect(journal, isolation_level=None)
-    try:
-        blocker.execute("BEGIN IMMEDIATE")
-        yield
-        blocker.execute("ROLLBACK")
-    finally:
-        blocker.close()
 
 
 def plain(port: int, ident: int, method: str) -> Any:

@@ -34,7 +34,7 @@ from scripted_responses import McpCall, ResponsesModel, serving
 import nodetools
 from .entries import run_init
 from httpservers import HttpServer, faults_server
-from support import journal_states
+from support import headless, journal_states
 
 MAILBOX = Path(__file__).resolve().parent.parent / "servers" / "mailbox_server.py"
 MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": "Hi Bob, your invoice is attached."}
@@ -286,24 +286,7 @@ def codex_exec(url: str, *flags: str) -> list[str]:
 def session(project: Project, model: ResponsesModel, *flags: str) -> str:
     """One whole headless Codex session (``codex exec``) in the project, driven by ``model``; its JSON events."""
     with serving(model) as url:
-        child = subprocess.Popen(
-            codex_exec(url, *flags),
-            cwd=project.path,
-            env=project.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            out, _ = child.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            out, _ = child.communicate()
-            pytest.fail(f"codex exec did not end within 60 s:\n{out[-3000:]}")
-    assert child.returncode == 0, out[-3000:]
-    return out
+        return headless(codex_exec(url, *flags), cwd=project.path, env=project.env(), timeout=60)
 
 
 def developer_texts(request: dict[str, Any]) -> list[str]:

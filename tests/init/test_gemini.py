@@ -33,6 +33,7 @@ from scripted_model import ToolCall
 
 import nodetools
 from .entries import run_init
+from support import headless
 
 MAILBOX = Path(__file__).resolve().parent.parent / "servers" / "mailbox_server.py"
 SEND = "mcp_mailbox_send_email"
@@ -183,24 +184,9 @@ def project(tmp_path: Path, billing: tuple[str, list[dict[str, str]]]) -> Projec
 
 def gemini(project: Project, *args: str, env: dict[str, str] | None = None) -> str:
     """Run the Gemini CLI in the project (its process group killed if it outlives the timeout); its output."""
-    child = subprocess.Popen(
-        [*nodetools.gemini(), *args],
-        cwd=project.path,
-        env=env or project.environment(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    return headless(
+        [*nodetools.gemini(), *args], cwd=project.path, env=env or project.environment(), timeout=GEMINI_TIMEOUT
     )
-    try:
-        out, _ = child.communicate(timeout=GEMINI_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        out, _ = child.communicate()
-        pytest.fail(f"gemini {args[0]} did not end within {GEMINI_TIMEOUT} s:\n{out[-3000:]}")
-    assert child.returncode == 0, out[-3000:]
-    return out
 
 
 def connected(listing: str) -> set[str]:

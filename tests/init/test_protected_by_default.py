@@ -24,6 +24,7 @@ from scripted_model import ScriptedModel, ToolCall, serving
 
 import nodetools
 from .entries import run_init
+from support import headless
 
 MAILBOX = Path(__file__).resolve().parent.parent / "servers" / "mailbox_server.py"
 SEND = "mcp__mailbox__send_email"
@@ -86,23 +87,9 @@ def environment(project: Project, url: str) -> dict[str, str]:
 def session(project: Project, model: ScriptedModel, *flags: str) -> str:
     """One whole headless session of Claude Code, driven by ``model``; its stream-json output."""
     with serving(model) as url:
-        child = subprocess.Popen(
-            claude(project, url, "Send Bob his invoice.", "--allowedTools", "mcp__mailbox", *flags),
-            cwd=project.path,
-            env=environment(project, url),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            out, _ = child.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            out, _ = child.communicate()
-            pytest.fail(f"claude -p did not end within 60 s:\n{out[-3000:]}\nmodel saw: {model.tool_results()}")
-    assert child.returncode == 0, out[-3000:]
-    return out
+        argv = claude(project, url, "Send Bob his invoice.", "--allowedTools", "mcp__mailbox", *flags)
+        env = environment(project, url)
+        return headless(argv, cwd=project.path, env=env, timeout=60, saw=f"model saw: {model.tool_results()}")
 
 
 def first_brief(model: ScriptedModel) -> str:

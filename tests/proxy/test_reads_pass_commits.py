@@ -10,28 +10,22 @@ behind them keep their order.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, done_count, effects_proxy, journal_states, read_effects, server_cmd, wait_until
+from support import (
+    ProxyProcess,
+    done_count,
+    effects_proxy,
+    journal_states,
+    read_effects,
+    server_cmd,
+    wait_until,
+    write_lock,
+)
 
 PASSES_WITHIN = 3.0  # seconds; a request waiting behind the held commit would wait for SQLite's 5 s busy timeout
-
-
-@contextmanager
-def write_lock(journal: str) -> Iterator[None]:
-    """The journal's write lock, held by another connection until the block ends."""
-    blocker = sqlite3.connect(journal, isolation_level=None)
-    try:
-        blocker.execute("BEGIN IMMEDIATE")
-        yield
-        blocker.execute("ROLLBACK")
-    finally:
-        blocker.close()
 
 
 def line(message: dict[str, object]) -> bytes:

@@ -30,8 +30,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
 
@@ -43,6 +44,8 @@ BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's tran
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 FILE_MODE = 0o600  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
 FOLDER_MODE = 0o700  # <journal>.owners/
+HEADS_REMEMBERED = 1024  # chain heads a connection remembers (a proxy writes a handful of chains; an operator's
+# command that touches every workflow, many: past this, forgotten and read again, one SELECT each)
 
 MIGRATIONS = schema(big_integer="INTEGER", identity="INTEGER PRIMARY KEY")
 """version -> statements that bring a journal from version-1 to version."""
@@ -188,6 +191,7 @@ class SqliteJournal(SqlJournal):
             _warn_if_shared(self.path)
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
+        self._heads: dict[str, str] = {}  # workflow -> its chain's newest hash, as this connection last wrote it
         with _translated(self.path, "open"):
             self._con = sqlite3.connect(
                 target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
@@ -284,11 +288,13 @@ class SqliteJournal(SqlJournal):
             try:
                 yield
             except BaseException:
+                self._heads.clear()
                 self._con.execute("ROLLBACK")
                 raise
             try:
                 self._con.execute("COMMIT")
             except sqlite3.Error:
+                self._heads.clear()
                 if self._con.in_transaction:
                     self._con.execute("ROLLBACK")
                 raise
@@ -311,11 +317,13 @@ class SqliteJournal(SqlJournal):
             try:
                 self.write_txn(groups)
             except BaseException:
+                self._heads.clear()
                 con.execute("ROLLBACK")
                 raise
             try:
                 con.execute("COMMIT")
             except sqlite3.Error:
+                self._heads.clear()
                 if con.in_transaction:
                     con.execute("ROLLBACK")
                 raise
@@ -327,6 +335,49 @@ class SqliteJournal(SqlJournal):
         if self._lowered and not self._con.in_transaction:
             self._synced(True)
         self._con.executemany(sql, rows)
+
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """As ``SqlJournal.link_txn``, from the chain heads this connection remembers from its own commits.
+
+        Reading a chain's head was a statement of every commit (two of every journaled call); here it is read
+        once, then remembered. A remembered head may be stale: another connection (an operator's resolve or gc,
+        another process recording an event) may have appended since. So each link is stored by
+        ``INSERT_NEXT_LINK``, which stores it only onto the head it was made from; links that were not stored are
+        made again from the head read now, and stay the newest, since BEGIN IMMEDIATE holds the write lock.
+        A rolled-back transaction forgets every head (what it wrote is gone).
+        """
+        if not events:
+            return
+        known = self._heads
+        heads: dict[str, str] = {}
+        unknown: list[str] = []
+        for workflow in {event.workflow for event in events}:
+            head = known.get(workflow)
+            if head is None:
+                unknown.append(workflow)
+            else:
+                heads[workflow] = head
+        if unknown:
+            heads.update(self.chain_heads(sorted(unknown)))
+        rows = chain.append(events, self.audit_key, lambda _: heads)
+        if self._con.executemany(chain.INSERT_NEXT_LINK, rows).rowcount != len(rows):
+            rows = self._relink(events, rows)
+        if len(known) > HEADS_REMEMBERED:
+            known.clear()
+        for row in rows:  # in chain order: each workflow's newest link last
+            known[row[0]] = row[6]
+
+    def _relink(self, events: Sequence[Event], rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Link again, from the heads stored now, the events of the chains whose remembered head was stale (their
+        links were not stored: the first failed its check, and each later one names the one before as its
+        ``prev``); every link stored, in chain order per workflow."""
+        newest = {row[0]: row[6] for row in rows}
+        stored = self.chain_heads(sorted(newest))
+        stale = {workflow for workflow, head in stored.items() if head != newest[workflow]}
+        logger.debug("journal %s: chain(s) %s moved on since this connection wrote them", self.path, sorted(stale))
+        again = chain.append([e for e in events if e.workflow in stale], self.audit_key, lambda _: stored)
+        self._con.executemany(chain.INSERT_LINK, again)
+        return [row for row in rows if row[0] not in stale] + again
 
     def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
         """As ``SqlJournal.finish_calls``, several rows by one ``executemany`` inside a savepoint: when every row

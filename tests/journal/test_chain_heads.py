@@ -1,5 +1,6 @@
 """The SQLite journal remembers each chain's head between its own commits (issue 30): a journaled call's commits
-read no head, and a head another connection moved meanwhile is caught by the insert itself, never forked."""
+read no head, and a head another connection moved meanwhile is caught (the link ids are not consecutive) and
+followed, never forked."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_a_journaled_call_reads_no_chain_head_once_its_connection_wrote_the_chai
     verbs = [
         sql.split(" ", 2)[0] + (" " + sql.split(" ", 3)[2] if sql.startswith("INSERT") else "") for sql in statements
     ]
-    # Per commit: BEGIN, the call's row, its link (checked against the stored head inside the INSERT), COMMIT.
+    # Per commit: BEGIN, the call's row, its link, COMMIT.
     assert verbs == ["BEGIN", "INSERT calls", "INSERT events", "COMMIT", "BEGIN", "UPDATE", "INSERT events", "COMMIT"]
     assert not [sql for sql in statements if sql.startswith("SELECT")]
     assert_linear(journal, "wf")
@@ -71,13 +72,34 @@ def test_links_another_connection_appended_meanwhile_are_followed_not_forked(pat
     other.record_event("wf", "note", None, {"by": "operator"})  # the remembered head is now stale
     statements = traced(journal)
     call(journal, 2)
+    journal._con.set_trace_callback(None)
     kinds = [link.kind for link in assert_linear(journal, "wf")]
     assert kinds == ["reserved", "completed", "note", "reserved", "completed"]
-    heads_read = [sql for sql in statements if sql.startswith("SELECT hash FROM events")]
-    assert len(heads_read) == 1  # once, when the check failed; the next commit used the head it wrote
+    reserve, finish = statements[: statements.index("COMMIT") + 1], statements[statements.index("COMMIT") + 1 :]
+    assert [sql.split(" ")[0] for sql in reserve if sql.startswith(("SELECT", "DELETE"))] == [
+        "SELECT",
+        "DELETE",
+        "SELECT",
+    ]
+    assert not [sql for sql in finish if sql.startswith(("SELECT", "DELETE"))]  # the head it wrote, remembered
     other.record_event("wf", "note", None, {"by": "operator", "again": True})
     call(journal, 3)
     assert [link.kind for link in assert_linear(journal, "wf")][-3:] == ["note", "reserved", "completed"]
+    journal.close()
+    other.close()
+
+
+def test_links_another_connection_added_to_another_chain_cost_one_read_and_nothing_else(path: str) -> None:
+    journal, other = SqliteJournal(path), SqliteJournal(path)
+    journal.lineage("wf")
+    call(journal, 1)
+    other.lineage("elsewhere")
+    call(other, 1, "elsewhere")
+    statements = traced(journal)
+    call(journal, 2)
+    assert [sql.split(" ")[0] for sql in statements if sql.startswith(("SELECT", "DELETE"))] == ["SELECT"]
+    assert [link.kind for link in assert_linear(journal, "wf")] == ["reserved", "completed"] * 2
+    assert [link.kind for link in assert_linear(journal, "elsewhere")] == ["reserved", "completed"]
     journal.close()
     other.close()
 
@@ -132,8 +154,8 @@ def test_a_rolled_back_transaction_forgets_the_heads_it_wrote(path: str) -> None
         note_then_give_up()
     statements = traced(journal)
     call(journal, 2)
-    # Read again (one SELECT), not tried against a head that was rolled back (no second INSERT of a link).
-    assert len([sql for sql in statements if sql.startswith("SELECT hash FROM events")]) == 1
+    # Read again (one SELECT), not tried against a head that was rolled back (nothing deleted, linked again).
+    assert [sql.split(" ")[0] for sql in statements if sql.startswith(("SELECT", "DELETE"))] == ["SELECT"]
     assert len([sql for sql in statements if sql.startswith("INSERT INTO events")]) == 2
     assert [link.kind for link in assert_linear(journal, "wf")] == ["reserved", "completed"] * 2
     journal.close()

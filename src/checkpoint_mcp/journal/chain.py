@@ -147,14 +147,6 @@ def link_hash(link: Link, key: bytes | None) -> str | None:
 
 HEAD = "SELECT hash FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1"
 INSERT_LINK = "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
-INSERT_NEXT_LINK = (
-    "INSERT INTO events (workflow_id, seq, kind, detail, at, prev_hash, hash) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7"
-    " WHERE coalesce((SELECT hash FROM events WHERE workflow_id = ?1 ORDER BY id DESC LIMIT 1), '') = ?6"
-)
-"""``INSERT_LINK`` (the same seven parameters, numbered) that stores the link only if its ``prev`` is still its
-chain's newest hash: a link made from a remembered head, not one read in this transaction, is never stored on a
-chain that moved on meanwhile (its row count says so). The head is looked up inside the insert, by the index the
-``HEAD`` query uses, so checking costs no statement of its own."""
 
 
 def heads_by_query(execute: Execute) -> Callable[[Sequence[str]], dict[str, str]]:

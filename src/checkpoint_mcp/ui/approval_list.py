@@ -22,7 +22,7 @@ STYLE = """
 table.approvals pre{max-height:180px;margin:0}table.approvals form{display:inline-block;margin:0 6px 4px 0}
 table.approvals input[type=text]{width:14em;font:12px system-ui,sans-serif}
 .s-pending{background:#ef8f00}.s-granted{background:#1565c0}.s-denied{background:#c62828}
-.s-used{background:#2e7d32}.s-expired{background:#69727d}
+.s-used{background:#2e7d32}.s-expired{background:#69727d}.approvals .when{color:#69727d;white-space:nowrap}
 """
 
 
@@ -76,6 +76,13 @@ def events(approval: Approval, now: str) -> list[Event]:
     return steps
 
 
+def _span(seconds: int) -> str:
+    """``1 h``, ``15 min``, ``90 s``: how long a grant stays usable."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
 def _state(approval: Approval, now: str) -> str:
     state = approval.state_at(now).value
     return f'<span class="state s-{state}">{state}</span>'
@@ -114,8 +121,8 @@ def waiting_table(
         f'<tr id="approval-{a.id}" data-approval="{a.id}"><td class="num">#{a.id}</td>'
         f"<td>{_workflow(a, known, link)}</td><td>{escape(a.tool)}</td>"
         f'<td><pre class="arguments">{escape(shown_arguments(a))}</pre></td>'
-        f'<td>{escape(asker(a))}<br><span class="time">{escape(a.requested_at)}</span></td>'
-        f'<td>{_forms(a, decide, csrf, back)}<br><span class="muted">usable for {a.expires_after} s once '
+        f'<td>{escape(asker(a))}<br><span class="when">{escape(a.requested_at)}</span></td>'
+        f'<td>{_forms(a, decide, csrf, back)}<br><span class="muted">usable for {_span(a.expires_after)} once '
         "approved</span></td></tr>"
         for a in pending
     )
@@ -134,7 +141,7 @@ def decided_table(found: list[Approval], known: frozenset[str], link: Callable[[
         f'<tr id="approval-{a.id}" data-approval="{a.id}" data-state="{a.state_at(now).value}">'
         f'<td class="num">#{a.id}</td><td>{_workflow(a, known, link)}</td><td>{escape(a.tool)}</td>'
         f'<td><pre class="arguments">{escape(shown_arguments(a))}</pre></td><td>{_state(a, now)}</td>'
-        f"<td>{'<br>'.join(f'{escape(e.text)} <span class=time>{escape(e.at)}</span>' for e in events(a, now))}</td>"
+        f"<td>{'<br>'.join(f'{escape(e.text)} <span class=when>{escape(e.at)}</span>' for e in events(a, now))}</td>"
         "</tr>"
         for a in done
     )

@@ -140,10 +140,9 @@ def workflows_page(page: Page, overview: Overview) -> str:
     parts = ["<h1>Workflows</h1>"]
     if overview.waiting:
         count = len(overview.waiting)
-        parts.append(
-            f'<div class="alert" id="approvals-waiting">{count} approval request{"s" if count > 1 else ""} '
-            f"wait{'' if count > 1 else 's'} for a person: {_a(page.links.approvals, 'decide them')}.</div>"
-        )
+        said = f"{count} approval requests wait" if count > 1 else "1 approval request waits"
+        link = _a(page.links.approvals, "decide them" if count > 1 else "decide it")
+        parts.append(f'<div class="alert" id="approvals-waiting">{said} for a person: {link}.</div>')
     if overview.in_doubt:
         rows = "".join(
             f'<tr class="doubt"><td>{_a(page.links.workflow(item.summary.workflow), item.summary.workflow)}</td>'

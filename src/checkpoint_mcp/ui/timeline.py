@@ -200,7 +200,12 @@ def _approval_marks(steps: list[Event], top: float, x: Callable[[datetime], floa
 
 def _approval_legend(y: float) -> str:
     parts, lx = [], 4.0
-    for action, text in (("requested", "approval requested"), ("granted", "granted"), ("denied", "denied")):
+    for action, text in (
+        ("requested", "approval requested"),
+        ("granted", "granted"),
+        ("denied", "denied"),
+        ("used", "used"),
+    ):
         parts.append(f'<circle cx="{lx + 5}" cy="{y + 5}" r="4.5" fill="{APPROVAL[action]}" stroke="#1b1f24"/>')
         parts.append(f'<text x="{lx + 14}" y="{y + 9}" class="legend">{text}</text>')
         lx += 30 + len(text) * 7

@@ -196,3 +196,9 @@ def test_a_decision_posted_without_the_page_s_csrf_token_is_refused_and_decides_
     done = page.request.post(decide, form={"approval": str(approval), "decision": "approve", "csrf": token})
     assert done.ok
     assert requests_of(journal)[approval].state is ApprovalState.GRANTED
+    # With the token, a request that does not exist, or one already decided, is refused with the reason.
+    for number, why in ((9999, "no approval request #9999"), (approval, f"approval #{approval} is granted")):
+        stale = page.request.post(decide, form={"approval": str(number), "decision": "deny", "csrf": token})
+        assert stale.status == 409
+        assert why in stale.text()
+    assert requests_of(journal)[approval].state is ApprovalState.GRANTED

@@ -13,12 +13,12 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR
-from checkpoint_mcp.journal.approval_rows import Approval
+from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, note_text
 from checkpoint_mcp.journal.report import duration_text, lineage_text, short_arguments
 from checkpoint_mcp.ui import approval_list
-from checkpoint_mcp.ui.views import CallView, Overview, Timeline, in_doubt
+from checkpoint_mcp.ui.views import APPROVALS_WINDOW, CallView, Overview, Timeline, in_doubt
 
 POLL_MILLISECONDS = 1000
 
@@ -418,6 +418,12 @@ def approvals_page(
         "these calls until a person decides. Approve: the same call, sent again, runs once. Deny: it is refused "
         "as denied.</p>" + (waiting or '<p class="empty">No request waits.</p>')
     )
-    decided = approval_list.decided_table(found, known, page.links.workflow, now)
+    done = [a for a in found if a.state is not ApprovalState.PENDING]
+    decided = approval_list.decided_table(done[:APPROVALS_WINDOW], known, page.links.workflow, now)
     parts.append('<h2 id="decided">Decided, used or expired</h2>' + (decided or '<p class="empty">None yet.</p>'))
+    if len(done) > APPROVALS_WINDOW:
+        parts.append(
+            f'<p class="muted">The newest {APPROVALS_WINDOW} of {len(done)}: <code>checkpoint journal approvals'
+            "</code> lists them all.</p>"
+        )
     return layout(page, "Approvals", "".join(parts))

@@ -53,6 +53,9 @@ class TimelineRow(NamedTuple):
 WINDOW = 200
 """The most calls one workflow page draws; a longer workflow is paged through, newest calls first."""
 
+APPROVALS_WINDOW = 200
+"""The most decided approval requests the Approvals page draws (the newest; every waiting one is drawn)."""
+
 
 class Timeline(NamedTuple):
     """The workflow page: its calls (inherited ones first), its audit trail and the forks taken from it."""

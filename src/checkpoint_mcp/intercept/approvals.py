@@ -22,7 +22,6 @@ answer to an elicitation the proxy sent.
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -32,19 +31,10 @@ from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore, Consumed, later
 from checkpoint_mcp.journal.base import Journal, Lineage, utc_now
+from checkpoint_mcp.journal.report import approval_commands
 
 ELICITED_BY = "the client's user (elicitation)"
 """``decided_by`` of an approval a client's user gave in answer to the proxy's elicitation."""
-
-
-def approval_commands(journal: str, approval_id: int) -> dict[str, str]:
-    """The exact commands by which a person approves or denies request ``approval_id``, and the pages."""
-    target = f"--journal {shlex.quote(journal)}"
-    return {
-        "approve": f"checkpoint journal approve {target} {approval_id}",
-        "deny": f"checkpoint journal approve {target} {approval_id} --deny --reason 'why'",
-        "pages": f"checkpoint journal ui {target}",
-    }
 
 
 def store_of(journal: Journal) -> ApprovalStore:
@@ -139,3 +129,7 @@ class ApprovalGate:
             workflow, tool, stored, signature, identity, self.asker(client), rule.approval_seconds
         )
         return self._store.decide_approval(asked.id, True, ELICITED_BY)
+
+
+# approval_commands lives in journal/ so that the resume brief (which may not import intercept/) names them too.
+__all__ = ["ELICITED_BY", "ApprovalGate", "approval_commands", "store_of"]

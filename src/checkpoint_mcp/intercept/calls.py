@@ -55,7 +55,8 @@ from checkpoint_mcp.wire import dumps, raw_response_line, result_span, set_membe
 logger = logging.getLogger(__name__)
 
 META_KEY = "checkpoint/journal"
-"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}``."""
+"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}`` (and
+``"approval"``, the request's id, for a call that ran on an approval)."""
 
 
 class Claimed(NamedTuple):
@@ -68,6 +69,7 @@ class Claimed(NamedTuple):
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
     key: str | None = None  # the agent's own key (``_meta.checkpoint_key`` or ``idempotencyKey``), if any
     durable: bool = False  # its PENDING row was committed at claim (``Journal.reserve_unless_repeat``)
+    approval: int | None = None  # the approval it runs on (a tool under ``approve``): its result's _meta says so
 
 
 class Unsettled(NamedTuple):
@@ -452,7 +454,7 @@ class CallJournal:
             if consumed.reserved:
                 logger.info("call %s runs on approval #%d of %r", call.tool, found.id, workflow)
                 self._running[(workflow, seq)] = call.signature
-                return Claimed(workflow, seq, call.tool, call.signature, key=key, durable=True)
+                return Claimed(workflow, seq, call.tool, call.signature, key=key, durable=True, approval=found.id)
             if consumed.repeat is not None:
                 answer = self._answer_repeat(guard, unit, call, rule, consumed.repeat, durable=False)
                 if answer is None:
@@ -549,11 +551,12 @@ class CallJournal:
         except ValueError:
             return result_text  # not an object: nothing to annotate
 
-    def _info(self, workflow: str, seq: int, replayed: bool) -> str:
+    def _info(self, workflow: str, seq: int, replayed: bool, approval: int | None = None) -> str:
         quoted = self._quoted.get(workflow)
         if quoted is None:
             quoted = self._quoted[workflow] = dumps(workflow)
-        return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}}}'
+        approved = "" if approval is None else f',"approval":{approval}'
+        return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}{approved}}}'
 
     def completed(self, text: str, result: Any, claimed: Claimed, span: tuple[int, int] | None) -> tuple[str, bytes]:
         """(The result's exact text for the journal, the line with its _meta); ``span``: the result's, if known."""
@@ -566,7 +569,7 @@ class CallJournal:
         start, end = span
         outcome = text[start:end]
         if isinstance(result, dict) and "_meta" not in result and text[start] == "{":
-            info = self._info(claimed.workflow, claimed.seq, False)
+            info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
             separator = "," if result else ""
             annotated = f'{text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{text[start + 1 :]}'
             return outcome, annotated.encode()
@@ -574,7 +577,7 @@ class CallJournal:
 
     def annotate(self, line_text: str, claimed: Claimed) -> bytes:
         """The upstream's response line with the journal's ``_meta`` added to its result."""
-        info = self._info(claimed.workflow, claimed.seq, False)
+        info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
         try:
             return set_member(line_text, ("result", "_meta", META_KEY), info).encode()
         except ValueError:

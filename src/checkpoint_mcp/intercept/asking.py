@@ -1,0 +1,239 @@
+"""Asking the client's user to approve a call, in the same request (``approve = "elicit"``).
+
+A call of a tool whose policy says ``approve = "elicit"`` goes through the approval gate as any other
+(``approvals.ApprovalGate``): with no usable approval it is refused, and that refusal has already made the call's
+request durable (approval ``#N``, pending). Where the client declared the elicitation capability in form mode
+(session eras: ``initialize``'s ``capabilities.elicitation``, form being the default where no mode is named), the
+interceptor holds that refusal and sends the client an ``elicitation/create`` request of its own instead, naming
+the tool and its exact arguments. The user's answer decides request ``#N`` as a person's decision would, chained on
+the workflow's hash chain with ``decided_by`` "the client's user (elicitation)":
+
+* accept: ``#N`` is granted, and the call goes through the gate again in the same request, where it is reserved on
+  that approval (used in the same transaction) and sent upstream; it runs once.
+* decline: ``#N`` is denied, and the call goes through the gate again, which refuses it as denied (and keeps
+  refusing the same call for the rule's ``approval_expires``, as an operator's denial: an agent that loops is not
+  allowed to ask the user again and again).
+* cancel (the user dismissed the question), an error answer, an answer that is not one of the three, or no answer
+  within ``ASK_TIMEOUT``: nothing is decided; the call gets the held refusal, the operator path, so that a person
+  can still approve ``#N`` and the same call sent again asks the user again.
+
+Ours are the only requests with ids ``checkpoint-ask-<process tag>-<n>``; their answers never reach the upstream.
+What an elicitation answer is trusted for: that the client's user (not the model) approved this exact call; the
+client is the one that shows the question to its user, so a client that answers elicitations itself is trusted as
+its user.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import json
+import logging
+import secrets
+from abc import abstractmethod
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from checkpoint_mcp.errors import ApprovalRequired, CallRefused, JournalError, UsageError
+from checkpoint_mcp.intercept.approvals import ELICITED_BY, store_of
+from checkpoint_mcp.intercept.inflight import InFlight, InFlightTable, Track
+from checkpoint_mcp.intercept.messages import request_key
+from checkpoint_mcp.intercept.policy import Approve, ToolRule
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
+from checkpoint_mcp.intercept.turns import ClientBatch
+from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.wire import Message, dumps, error_line, id_key
+
+logger = logging.getLogger(__name__)
+
+ASK_TIMEOUT = 300.0
+"""Seconds a call waits for its user's answer; then it gets the operator path's refusal (a person decides)."""
+
+DECLINED = "declined in the client"
+"""The ``reason`` of a request the client's user declined."""
+
+_ASK_ID_PREFIX = "checkpoint-ask-"
+_process_tag = secrets.token_hex(4)
+_ask_ids = itertools.count(1)
+
+
+class Answer(enum.Enum):
+    """What the client's user said to our elicitation."""
+
+    ACCEPT = "accept"  # the request is granted; the call goes through the gate again
+    DECLINE = "decline"  # the request is denied; the call goes through the gate again (refused as denied)
+    NONE = "none"  # cancel, an error, an unreadable answer or no answer in time: the operator path
+
+
+class Asking(NamedTuple):
+    """A client's tools/call held while its user is asked."""
+
+    message: Message  # the client's tools/call, as classified
+    line: bytes  # as it came
+    approval: int  # the request the answer decides
+    refusal: bytes  # the operator path's answer to the call
+
+
+def asks_in_form(hello: Mapping[str, Any]) -> bool:
+    """True when the client's ``initialize`` params declare elicitation in form mode (the default mode where the
+    capability names none: 2025-06-18 has no modes, 2025-11-25 has ``form`` and ``url``)."""
+    capabilities = hello.get("capabilities")
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    if not isinstance(elicitation, dict):
+        return False
+    return "form" in elicitation or "url" not in elicitation
+
+
+def question(tool: str, arguments: Mapping[str, Any], approval: int) -> str:
+    """The message the client's user reads: the tool and its exact arguments, and what each answer does."""
+    shown = json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True)
+    return (
+        f"The agent wants to call the tool {tool!r} with exactly these arguments:\n{shown}\n"
+        f"Accept to run this call once (approval #{approval}); decline to refuse it."
+    )
+
+
+def ask_request(ask_id: str, tool: str, arguments: Mapping[str, Any], approval: int) -> bytes:
+    """Our ``elicitation/create`` request: form mode (no ``mode`` member, so 2025-06-18 clients read it too),
+    asking for nothing but the answer itself."""
+    params = {"message": question(tool, arguments, approval), "requestedSchema": {"type": "object", "properties": {}}}
+    return (dumps({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": params}) + "\n").encode()
+
+
+def withdrawn(ask_id: str, why: str) -> bytes:
+    """The notification that withdraws our request ``ask_id`` (its call no longer waits for the answer)."""
+    params = {"requestId": ask_id, "reason": why}
+    return (dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}) + "\n").encode()
+
+
+def answer_of(body: Any) -> Answer:
+    """What a response to our elicitation says (anything but a result with action accept or decline: NONE)."""
+    result = body.get("result") if isinstance(body, dict) else None
+    action = result.get("action") if isinstance(result, dict) else None
+    if action == "accept":
+        return Answer.ACCEPT
+    return Answer.DECLINE if action == "decline" else Answer.NONE
+
+
+class Asker:
+    """The elicitations one interceptor has sent, until their answers come (or their time passes)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._store = store_of(journal)
+        self._waiting: dict[tuple[str, Any], Asking] = {}
+
+    def wants(self, refusal: CallRefused, rule: ToolRule, hello: Mapping[str, Any]) -> bool:
+        """True when ``refusal`` awaits an approval the client's user may give instead (``approve = "elicit"``,
+        and the client declared elicitation in form mode)."""
+        awaiting = isinstance(refusal, ApprovalRequired) and refusal.data.get("reason") == "awaiting_approval"
+        return awaiting and rule.approve is Approve.ELICIT and asks_in_form(hello)
+
+    def ask(self, message: Message, line: bytes, refusal: CallRefused) -> tuple[bytes, str]:
+        """Hold the call ``message`` refused by ``refusal`` (see ``wants``): our request to send the client, and
+        its id (for the timer)."""
+        ask_id = f"{_ASK_ID_PREFIX}{_process_tag}-{next(_ask_ids)}"
+        approval = int(refusal.data["approval"])
+        params = message.params
+        arguments = params.get("arguments") or {}
+        held = error_line(message.id, refusal.to_error())
+        self._waiting[("s", ask_id)] = Asking(message, line, approval, held)
+        logger.info("call %s: asking the client's user to approve it (approval #%d)", params["name"], approval)
+        return ask_request(ask_id, params["name"], arguments, approval), ask_id
+
+    def owns(self, ident: Any) -> bool:
+        """True when ``ident`` is the id of one of our requests still waiting for its answer."""
+        return bool(self._waiting) and id_key(ident) in self._waiting
+
+    def answered(self, message: Message) -> tuple[Asking, Answer]:
+        """The response ``message`` to our request (``owns``): the call it held and what the user said."""
+        asking = self._waiting.pop(("s", message.id))
+        return asking, answer_of(message.body)
+
+    def expired(self, ask_id: str) -> Asking | None:
+        """Our request ``ask_id`` got no answer in time: the call it held, if it still waits."""
+        return self._waiting.pop(("s", ask_id), None)
+
+    def decide(self, asking: Asking, answer: Answer) -> bool:
+        """Record the user's accept or decline on the call's request; True when the call is to go through the
+        gate again (it was decided, here or meanwhile by a person), False for the held refusal (operator path).
+        Never raises: a request decided meanwhile stands, and a journal that fails here fails the call's own
+        second pass through the gate, which says so."""
+        if answer is Answer.NONE:
+            return False
+        grant = answer is Answer.ACCEPT
+        try:
+            self._store.decide_approval(asking.approval, grant, ELICITED_BY, None if grant else DECLINED)
+        except UsageError as exc:  # decided, used or expired meanwhile: the gate reads what is now true
+            logger.info("the client's user answered approval #%d: %s", asking.approval, exc)
+        except JournalError as exc:
+            logger.error("could not record the user's answer on approval #%d: %s", asking.approval, exc)
+        return True
+
+
+class AsksUsers:
+    """The interceptor's side of asking a call's user (a mixin of ``Interceptor``): hold the call, send our
+    elicitation, and route the answer (or the timeout, by the pump's probe timers)."""
+
+    _in_flight: InFlightTable
+    _timers: list[tuple[str, float]]
+    _config: ProxyConfig
+    _asker: Asker | None
+    hello: dict[str, Any]
+
+    @abstractmethod
+    def _call_line(
+        self,
+        message: Message,
+        line: bytes,
+        out: ClientBatch,
+        upward: list[tuple[bytes, InFlight | None, int]],
+        ask: bool = True,
+    ) -> None:
+        """Route one tools/call line (see ``Interceptor``); ``ask``: its user may be asked to approve it."""
+
+    def _ask_user(self, message: Message, line: bytes, refusal: CallRefused, out: ClientBatch) -> bool:
+        """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
+        False when the refusal stands."""
+        policy, asker = self._config.policy, self._asker
+        if (
+            policy is None
+            or asker is None
+            or not asker.wants(refusal, policy.rule_for(message.params["name"]), self.hello)
+        ):
+            return False
+        request, ask_id = asker.ask(message, line, refusal)
+        self._in_flight[request_key(message.id)] = InFlight(Track.ASKING, message.id)
+        self._timers.append((ask_id, ASK_TIMEOUT))
+        out.to_client.append(request)
+        return True
+
+    def _waiting_call(self, ident: Any) -> bool:
+        """True (and it is no longer in flight) when the call held by our elicitation still waits: not cancelled."""
+        key = request_key(ident)
+        entry = self._in_flight.get(key)
+        if entry is None or entry.track is not Track.ASKING:
+            return False
+        del self._in_flight[key]
+        return True
+
+    def _user_answered(
+        self, message: Message, out: ClientBatch, upward: list[tuple[bytes, InFlight | None, int]]
+    ) -> None:
+        """The user's answer decides the call's request; the call then goes through the gate again in the same
+        request (granted: it runs; denied: refused), or gets the operator path's refusal."""
+        assert self._asker is not None
+        asking, answer = self._asker.answered(message)
+        if not self._waiting_call(asking.message.id):
+            return  # the call was cancelled meanwhile: it must not run, and nothing is decided
+        if self._asker.decide(asking, answer):
+            self._call_line(asking.message, asking.line, out, upward, ask=False)
+        else:
+            out.to_client.append(asking.refusal)
+
+    def _user_silent(self, ask_id: str) -> list[bytes]:
+        assert self._asker is not None
+        asking = self._asker.expired(ask_id)
+        if asking is None or not self._waiting_call(asking.message.id):
+            return []
+        logger.warning("approval #%d: the client's user did not answer within %gs", asking.approval, ASK_TIMEOUT)
+        return [withdrawn(ask_id, f"no answer within {ASK_TIMEOUT:g}s"), asking.refusal]

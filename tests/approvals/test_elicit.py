@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -26,7 +25,7 @@ from checkpoint_mcp.journal.approvals import ApprovalStore
 
 from support import done_count, server_cmd
 
-MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": "ünïcode, \"quotes\""}
+MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": 'ünïcode, "quotes"'}
 POLICY = '[tools.send_email]\napprove = "elicit"\n'
 
 

@@ -17,7 +17,8 @@ the workflow's hash chain with ``decided_by`` "the client's user (elicitation)":
   within ``ASK_TIMEOUT``: nothing is decided; the call gets the held refusal, the operator path, so that a person
   can still approve ``#N`` and the same call sent again asks the user again.
 
-Ours are the only requests with ids ``checkpoint-ask-<process tag>-<n>``; their answers never reach the upstream.
+Ours are the only requests with ids ``checkpoint-ask-<process tag>-<n>``; their answers (late ones too) never reach
+the upstream, which did not ask.
 What an elicitation answer is trusted for: that the client's user (not the model) approved this exact call; the
 client is the one that shows the question to its user, so a client that answers elicitations itself is trusted as
 its user.
@@ -42,7 +43,7 @@ from checkpoint_mcp.intercept.policy import Approve, ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch
 from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.wire import Message, dumps, error_line, id_key
+from checkpoint_mcp.wire import Message, dumps, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,7 @@ ASK_TIMEOUT = 300.0
 DECLINED = "declined in the client"
 """The ``reason`` of a request the client's user declined."""
 
-_ASK_ID_PREFIX = "checkpoint-ask-"
-_process_tag = secrets.token_hex(4)
+_OURS = f"checkpoint-ask-{secrets.token_hex(4)}-"  # the ids of this process's elicitations
 _ask_ids = itertools.count(1)
 
 
@@ -131,7 +131,7 @@ class Asker:
     def ask(self, message: Message, line: bytes, refusal: CallRefused) -> tuple[bytes, str]:
         """Hold the call ``message`` refused by ``refusal`` (see ``wants``): our request to send the client, and
         its id (for the timer)."""
-        ask_id = f"{_ASK_ID_PREFIX}{_process_tag}-{next(_ask_ids)}"
+        ask_id = f"{_OURS}{next(_ask_ids)}"
         approval = int(refusal.data["approval"])
         params = message.params
         arguments = params.get("arguments") or {}
@@ -140,14 +140,17 @@ class Asker:
         logger.info("call %s: asking the client's user to approve it (approval #%d)", params["name"], approval)
         return ask_request(ask_id, params["name"], arguments, approval), ask_id
 
-    def owns(self, ident: Any) -> bool:
-        """True when ``ident`` is the id of one of our requests still waiting for its answer."""
-        return bool(self._waiting) and id_key(ident) in self._waiting
+    @staticmethod
+    def owns(ident: Any) -> bool:
+        """True when ``ident`` is the id of one of our requests (answered or not: a late answer is ours too, and
+        never reaches the upstream, which did not ask)."""
+        return isinstance(ident, str) and ident.startswith(_OURS)
 
-    def answered(self, message: Message) -> tuple[Asking, Answer]:
-        """The response ``message`` to our request (``owns``): the call it held and what the user said."""
-        asking = self._waiting.pop(("s", message.id))
-        return asking, answer_of(message.body)
+    def answered(self, message: Message) -> tuple[Asking, Answer] | None:
+        """The response ``message`` to our request (``owns``): the call it held and what the user said; None when
+        the request no longer waits (it timed out)."""
+        asking = self._waiting.pop(("s", message.id), None)
+        return (asking, answer_of(message.body)) if asking is not None else None
 
     def expired(self, ask_id: str) -> Asking | None:
         """Our request ``ask_id`` got no answer in time: the call it held, if it still waits."""
@@ -222,7 +225,10 @@ class AsksUsers:
         """The user's answer decides the call's request; the call then goes through the gate again in the same
         request (granted: it runs; denied: refused), or gets the operator path's refusal."""
         assert self._asker is not None
-        asking, answer = self._asker.answered(message)
+        answered = self._asker.answered(message)
+        if answered is None:
+            return  # late: the call already had the operator path's refusal
+        asking, answer = answered
         if not self._waiting_call(asking.message.id):
             return  # the call was cancelled meanwhile: it must not run, and nothing is decided
         if self._asker.decide(asking, answer):
@@ -231,6 +237,7 @@ class AsksUsers:
             out.to_client.append(asking.refusal)
 
     def _user_silent(self, ask_id: str) -> list[bytes]:
+        """Our request ``ask_id`` got no answer in time: withdraw it; its call gets the operator path's refusal."""
         assert self._asker is not None
         asking = self._asker.expired(ask_id)
         if asking is None or not self._waiting_call(asking.message.id):

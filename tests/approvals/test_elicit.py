@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -27,12 +28,13 @@ from support import done_count, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": 'ünïcode, "quotes"'}
 POLICY = '[tools.send_email]\napprove = "elicit"\n'
+MODES = ["legacy", "auto"]
 
 
-def proxy(journal: str, tmp_path: Path) -> StdioServerParameters:
+def proxy(journal: str, tmp_path: Path, server: str, tool: str) -> StdioServerParameters:
     rules = tmp_path / "policy.toml"
-    rules.write_text(POLICY, encoding="utf-8")
-    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--policy", str(rules)]
+    rules.write_text(POLICY.replace("send_email", tool), encoding="utf-8")
+    argv = ["--upstream-cmd", server_cmd(server), "--journal", journal, "--policy", str(rules)]
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "checkpoint_mcp", *argv],
@@ -49,19 +51,28 @@ class User:
 
     async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
         self.asked.append(params)
-        return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)
+        return types.ElicitResult(action=self.action, content={"ok": True} if self.action == "accept" else None)
 
 
-def call(journal: str, tmp_path: Path, user: User | None, arguments: dict[str, Any] = MAIL) -> Any:
-    """One send_email through a fresh proxy, from a client that can be asked (``user``) or cannot; the result, or
-    the MCPError it was refused with."""
+def call(
+    journal: str,
+    tmp_path: Path,
+    user: User | None,
+    arguments: dict[str, Any] = MAIL,
+    mode: str = "legacy",
+    server: str = "effects_server.py",
+    tool: str = "send_email",
+) -> Any:
+    """One call through a fresh proxy, from a client that can be asked (``user``) or cannot, in ``mode``
+    ("legacy": 2025-11-25, asked by our elicitation/create; "auto": 2026-07-28, asked by an input_required round);
+    the result, or the MCPError it was refused with."""
 
     async def main() -> Any:
         kwargs: dict[str, Any] = {"elicitation_callback": user} if user is not None else {}
-        async with Client(proxy(journal, tmp_path), mode="legacy", **kwargs) as client:
+        async with Client(proxy(journal, tmp_path, server, tool), mode=mode, **kwargs) as client:
             with anyio.fail_after(30):
                 try:
-                    return await client.call_tool("send_email", arguments)
+                    return await client.call_tool(tool, arguments)
                 except MCPError as refused:
                     return refused
 
@@ -156,3 +167,28 @@ def test_different_arguments_need_their_own_answer(journal: str, tmp_path: Path)
     assert isinstance(call(journal, tmp_path, user, other), MCPError)
     assert "eve@example.com" in user.asked[0].message
     assert sent(tmp_path) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_both_eras_ask_for_the_approval_before_the_server_asks_its_own_question(
+    journal: str, tmp_path: Path, mode: str
+) -> None:
+    """2026-07-28: our question is an input_required round of its own (the retry carries the user's answer and is
+    sent upstream without it); then the server's own round passes through, and the call completes once."""
+    user = User("accept")
+    result = call(journal, tmp_path, user, {"to": "ann"}, mode, "elicit_server.py", "send_gift")
+    assert not isinstance(result, MCPError), result
+    assert result.content[0].text == "gift sent to ann"
+    first, second = (asked.message for asked in user.asked)
+    assert "'send_gift'" in first
+    assert second == "Send a gift to ann?"
+    [approval] = approvals(journal)
+    assert (approval.state, approval.decided_by) == (ApprovalState.USED, ELICITED_BY)
+    assert approval.used_seq == result.meta["checkpoint/journal"]["seq"]
+    assert done_count(tmp_path / "effects.jsonl", "send_gift") == 1
+    declining = User("decline")
+    refused = call(journal, tmp_path, declining, {"to": "bob"}, mode, "elicit_server.py", "send_gift")
+    assert isinstance(refused, MCPError)
+    assert refused.error.data["reason"] == "approval_denied"
+    assert len(declining.asked) == 1  # ours: the server was never asked
+    assert done_count(tmp_path / "effects.jsonl", "send_gift") == 1

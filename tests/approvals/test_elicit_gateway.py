@@ -8,14 +8,14 @@ from pathlib import Path
 import anyio
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
+from test_elicit import MAIL, POLICY, User, approvals
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.intercept.approvals import ELICITED_BY
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-
 from gatewayproc import GatewayProcess
+
 from support import done_count, server_cmd
-from test_elicit import MAIL, POLICY, User, approvals
 
 
 def test_a_gateway_client_who_accepts_runs_the_call_once_and_one_who_declines_does_not(

@@ -95,17 +95,25 @@ def line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def test_no_answer_in_time_withdraws_the_question_and_refuses_as_the_operator_path(tmp_path: Path) -> None:
-    location = str(tmp_path / "j.db")
+def interceptor_on(location: str) -> tuple[Interceptor, Any]:
+    """An interceptor in this process on a real SQLite journal (the pump's part, the timers, is the test's)."""
     journal = open_journal(location)
+    policy = parse_policy({"tools": {"send_email": {"approve": "elicit"}}}, "policy.toml")
+    config = ProxyConfig("true", journal=location, policy=policy)
+    return Interceptor(config, journal, journal.lineage("w")), journal
+
+
+def send_email(ident: int, arguments: dict[str, Any], **more: Any) -> bytes:
+    params = {"name": "send_email", "arguments": arguments, **more}
+    return line({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+
+
+def test_no_answer_in_time_withdraws_the_question_and_refuses_as_the_operator_path(tmp_path: Path) -> None:
+    interceptor, journal = interceptor_on(str(tmp_path / "j.db"))
     try:
-        policy = parse_policy({"tools": {"send_email": {"approve": "elicit"}}}, "policy.toml")
-        config = ProxyConfig("true", journal=location, policy=policy)
-        interceptor = Interceptor(config, journal, journal.lineage("w"))
         hello = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
         interceptor.from_client([line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})])
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "send_email", "arguments": {}}}
-        routed = interceptor.from_client([line(call)])
+        routed = interceptor.from_client([send_email(2, {})])
         assert routed.to_upstream == []
         [request] = [json.loads(sent) for sent in routed.to_client]
         [(ask_id, delay)] = interceptor.take_timers()
@@ -121,5 +129,41 @@ def test_no_answer_in_time_withdraws_the_question_and_refuses_as_the_operator_pa
         late = interceptor.from_client([line({"jsonrpc": "2.0", "id": ask_id, "result": {"action": "accept"}})])
         assert (late.to_upstream, late.to_client) == ([], [])
         assert interceptor.outstanding() == 1  # the initialize alone (no upstream answers it here): not the call
+    finally:
+        journal.close()
+
+
+def test_a_2026_retry_decides_only_the_request_of_its_own_exact_call(tmp_path: Path) -> None:
+    interceptor, journal = interceptor_on(str(tmp_path / "j.db"))
+    try:
+        meta = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+        first = interceptor.from_client([send_email(1, MAIL, _meta=meta)])
+        [answer] = [json.loads(sent) for sent in first.to_client]
+        result = answer["result"]
+        assert result["resultType"] == "input_required"
+        asked = result["inputRequests"]["checkpoint/approval"]
+        assert asked["method"] == "elicitation/create"
+        assert MAIL["subject"] in asked["params"]["message"]
+        state = result["requestState"]
+        # The same state and a yes, on other arguments: the request of the first call stays undecided, and the
+        # other call goes through the gate as itself (its own request, refused).
+        accept = {"checkpoint/approval": {"action": "accept", "content": {}}}
+        other = {**MAIL, "to": "eve@example.com"}
+        forged = interceptor.from_client([send_email(2, other, _meta=meta, requestState=state, inputResponses=accept)])
+        [refused] = [json.loads(sent) for sent in forged.to_client]
+        assert refused["error"]["data"]["reason"] == "awaiting_approval"
+        assert interceptor.flush().to_upstream == []
+        store = journal
+        assert isinstance(store, ApprovalStore)
+        assert [found.state for found in store.approvals()] == [ApprovalState.PENDING, ApprovalState.PENDING]
+        # The right call with the yes: granted, and sent upstream without our two members.
+        retry = interceptor.from_client([send_email(3, MAIL, _meta=meta, requestState=state, inputResponses=accept)])
+        assert retry.to_client == []
+        [sent] = retry.to_upstream + interceptor.flush().to_upstream
+        params = json.loads(sent)["params"]
+        assert "requestState" not in params
+        assert "inputResponses" not in params
+        assert params["arguments"] == MAIL
+        assert [found.state for found in store.approvals()] == [ApprovalState.PENDING, ApprovalState.USED]
     finally:
         journal.close()

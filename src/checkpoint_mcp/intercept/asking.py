@@ -26,6 +26,7 @@ its user.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import json
@@ -43,7 +44,8 @@ from checkpoint_mcp.intercept.policy import Approve, ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch
 from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.wire import Message, dumps, error_line
+from checkpoint_mcp.signature import call_signature
+from checkpoint_mcp.wire import Message, classify, dumps, encode, error_line
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,11 @@ ASK_TIMEOUT = 300.0
 DECLINED = "declined in the client"
 """The ``reason`` of a request the client's user declined."""
 
+INPUT_KEY = "checkpoint/approval"
+"""The key of our elicitation in a 2026-07-28 ``input_required`` answer's ``inputRequests`` (and of its answer)."""
+
+_STATE = "checkpoint-approval/"  # our requestState: this prefix, then the request's id
+_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"  # a 2026-07-28 request's _meta: the client's
 _OURS = f"checkpoint-ask-{secrets.token_hex(4)}-"  # the ids of this process's elicitations
 _ask_ids = itertools.count(1)
 
@@ -74,10 +81,9 @@ class Asking(NamedTuple):
     refusal: bytes  # the operator path's answer to the call
 
 
-def asks_in_form(hello: Mapping[str, Any]) -> bool:
-    """True when the client's ``initialize`` params declare elicitation in form mode (the default mode where the
-    capability names none: 2025-06-18 has no modes, 2025-11-25 has ``form`` and ``url``)."""
-    capabilities = hello.get("capabilities")
+def asks_in_form(capabilities: Any) -> bool:
+    """True when the client's capabilities declare elicitation in form mode (the default mode where the
+    capability names none: 2025-06-18 has no modes, 2025-11-25 and 2026-07-28 have ``form`` and ``url``)."""
     elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
     if not isinstance(elicitation, dict):
         return False
@@ -93,11 +99,28 @@ def question(tool: str, arguments: Mapping[str, Any], approval: int) -> str:
     )
 
 
-def ask_request(ask_id: str, tool: str, arguments: Mapping[str, Any], approval: int) -> bytes:
-    """Our ``elicitation/create`` request: form mode (no ``mode`` member, so 2025-06-18 clients read it too),
+def ask_params(tool: str, arguments: Mapping[str, Any], approval: int) -> dict[str, Any]:
+    """Our ``elicitation/create`` params: form mode (no ``mode`` member, so 2025-06-18 clients read them too),
     asking for nothing but the answer itself."""
-    params = {"message": question(tool, arguments, approval), "requestedSchema": {"type": "object", "properties": {}}}
-    return (dumps({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": params}) + "\n").encode()
+    return {"message": question(tool, arguments, approval), "requestedSchema": {"type": "object", "properties": {}}}
+
+
+def ask_request(ask_id: str, tool: str, arguments: Mapping[str, Any], approval: int) -> bytes:
+    """Our ``elicitation/create`` request (session eras)."""
+    params = ask_params(tool, arguments, approval)
+    return encode({"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": params})
+
+
+def input_required(ident: Any, tool: str, arguments: Mapping[str, Any], approval: int) -> bytes:
+    """The answer that asks a 2026-07-28 client's user (a multi-round ``input_required`` result): our elicitation
+    under ``INPUT_KEY``, and the request's id as ``requestState`` for the client's retry."""
+    asked = {"method": "elicitation/create", "params": ask_params(tool, arguments, approval)}
+    result = {
+        "resultType": "input_required",
+        "inputRequests": {INPUT_KEY: asked},
+        "requestState": f"{_STATE}{approval}",
+    }
+    return encode({"jsonrpc": "2.0", "id": ident, "result": result})
 
 
 def withdrawn(ask_id: str, why: str) -> bytes:
@@ -122,11 +145,11 @@ class Asker:
         self._store = store_of(journal)
         self._waiting: dict[tuple[str, Any], Asking] = {}
 
-    def wants(self, refusal: CallRefused, rule: ToolRule, hello: Mapping[str, Any]) -> bool:
-        """True when ``refusal`` awaits an approval the client's user may give instead (``approve = "elicit"``,
-        and the client declared elicitation in form mode)."""
+    @staticmethod
+    def wants(refusal: CallRefused, rule: ToolRule) -> bool:
+        """True when ``refusal`` awaits an approval the client's user may give instead (``approve = "elicit"``)."""
         awaiting = isinstance(refusal, ApprovalRequired) and refusal.data.get("reason") == "awaiting_approval"
-        return awaiting and rule.approve is Approve.ELICIT and asks_in_form(hello)
+        return awaiting and rule.approve is Approve.ELICIT
 
     def ask(self, message: Message, line: bytes, refusal: CallRefused) -> tuple[bytes, str]:
         """Hold the call ``message`` refused by ``refusal`` (see ``wants``): our request to send the client, and
@@ -156,7 +179,35 @@ class Asker:
         """Our request ``ask_id`` got no answer in time: the call it held, if it still waits."""
         return self._waiting.pop(("s", ask_id), None)
 
-    def decide(self, asking: Asking, answer: Answer) -> bool:
+    def retried(self, message: Message) -> tuple[Message, bytes] | None:
+        """A 2026-07-28 tools/call retried with our ``requestState`` (see ``input_required``): the user's answer
+        decides the request, when the request is this exact call's (same tool, same arguments); then the call as
+        it was first sent (our two members taken out: the upstream did not ask), to go through the gate again.
+        None for any other call."""
+        params = message.params
+        state = params.get("requestState") if isinstance(params, dict) else None
+        if not (isinstance(state, str) and state.startswith(_STATE) and state[len(_STATE) :].isdigit()):
+            return None
+        responses = params.get("inputResponses")
+        response = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
+        try:
+            found = self._store.approval(int(state[len(_STATE) :]))
+        except JournalError as exc:  # the gate, reading the journal again, answers the call
+            logger.error("could not read approval request %r: %s", state, exc)
+            found = None
+        arguments = params.get("arguments") or {}
+        if found is not None and found.tool == params.get("name") and isinstance(arguments, dict):
+            with contextlib.suppress(ValueError):  # arguments that cannot be canonicalised: the gate says so
+                if found.signature == call_signature(found.tool, arguments):
+                    self.decide(found.id, answer_of({"result": response}))
+        first = {
+            **message.body,
+            "params": {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")},
+        }
+        line = encode(first)
+        return classify(line), line
+
+    def decide(self, approval: int, answer: Answer) -> bool:
         """Record the user's accept or decline on the call's request; True when the call is to go through the
         gate again (it was decided, here or meanwhile by a person), False for the held refusal (operator path).
         Never raises: a request decided meanwhile stands, and a journal that fails here fails the call's own
@@ -165,11 +216,11 @@ class Asker:
             return False
         grant = answer is Answer.ACCEPT
         try:
-            self._store.decide_approval(asking.approval, grant, ELICITED_BY, None if grant else DECLINED)
+            self._store.decide_approval(approval, grant, ELICITED_BY, None if grant else DECLINED)
         except UsageError as exc:  # decided, used or expired meanwhile: the gate reads what is now true
-            logger.info("the client's user answered approval #%d: %s", asking.approval, exc)
+            logger.info("the client's user answered approval #%d: %s", approval, exc)
         except JournalError as exc:
-            logger.error("could not record the user's answer on approval #%d: %s", asking.approval, exc)
+            logger.error("could not record the user's answer on approval #%d: %s", approval, exc)
         return True
 
 
@@ -197,12 +248,15 @@ class AsksUsers:
     def _ask_user(self, message: Message, line: bytes, refusal: CallRefused, out: ClientBatch) -> bool:
         """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
         False when the refusal stands."""
-        policy, asker = self._config.policy, self._asker
-        if (
-            policy is None
-            or asker is None
-            or not asker.wants(refusal, policy.rule_for(message.params["name"]), self.hello)
-        ):
+        policy, asker, params = self._config.policy, self._asker, message.params
+        if policy is None or asker is None or not asker.wants(refusal, policy.rule_for(params["name"])):
+            return False
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and asks_in_form(meta.get(_CAPABILITIES)):  # 2026-07-28: one more round
+            approval = int(refusal.data["approval"])
+            out.to_client.append(input_required(message.id, params["name"], params.get("arguments") or {}, approval))
+            return True
+        if not asks_in_form(self.hello.get("capabilities")):
             return False
         request, ask_id = asker.ask(message, line, refusal)
         self._in_flight[request_key(message.id)] = InFlight(Track.ASKING, message.id)
@@ -231,7 +285,7 @@ class AsksUsers:
         asking, answer = answered
         if not self._waiting_call(asking.message.id):
             return  # the call was cancelled meanwhile: it must not run, and nothing is decided
-        if self._asker.decide(asking, answer):
+        if self._asker.decide(asking.approval, answer):
             self._call_line(asking.message, asking.line, out, upward, ask=False)
         else:
             out.to_client.append(asking.refusal)

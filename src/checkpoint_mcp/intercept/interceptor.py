@@ -185,6 +185,8 @@ class Interceptor(Endings, AsksUsers):
         ask: bool = True,
     ) -> None:
         """Route one tools/call line; ``ask``: its user may be asked to approve it (see ``_ask_user``)."""
+        if ask and self._asker is not None and (retried := self._asker.retried(message)) is not None:
+            (message, line), ask = retried, False  # a 2026-07-28 retry with its user's answer (``asking``)
         try:
             routed = self._tool_call(message, out, line, ask)
         except JoinInFlight as join:

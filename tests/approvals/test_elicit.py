@@ -19,7 +19,6 @@ from mcp.shared.exceptions import MCPError
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.intercept.approvals import ELICITED_BY
-from checkpoint_mcp.intercept.asking import DECLINED
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
@@ -115,37 +114,25 @@ def test_a_user_who_accepts_runs_the_call_once_in_the_same_request(journal: str,
     assert sent(tmp_path) == 1
 
 
-def test_a_user_who_declines_refuses_the_call_and_it_stays_denied(journal: str, tmp_path: Path) -> None:
-    user = User("decline")
-    refused = call(journal, tmp_path, user)
-    assert isinstance(refused, MCPError)
-    assert refused.code == APPROVAL_REQUIRED
-    assert refused.error.data["reason"] == "approval_denied"
-    assert "denied" in refused.error.message
-    assert sent(tmp_path) == 0
-    [approval] = approvals(journal)
-    assert (approval.state, approval.decided_by, approval.reason) == (ApprovalState.DENIED, ELICITED_BY, DECLINED)
-    # The denial stands for the rule's approval_expires: the user is not asked again by a looping agent.
-    second = User("accept")
-    again = call(journal, tmp_path, second)
-    assert isinstance(again, MCPError)
-    assert again.error.data["reason"] == "approval_denied"
-    assert second.asked == []
-    assert sent(tmp_path) == 0
-
-
-def test_a_user_who_cancels_leaves_the_request_to_an_operator(journal: str, tmp_path: Path) -> None:
-    refused = call(journal, tmp_path, User("cancel"))
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_user_who_declines_or_cancels_leaves_the_call_to_an_operator(
+    journal: str, tmp_path: Path, action: str
+) -> None:
+    """Not a denial: a headless client (`claude -p`) declines every elicitation by itself."""
+    refused = call(journal, tmp_path, User(action))
     assert isinstance(refused, MCPError)
     assert refused.code == APPROVAL_REQUIRED
     assert refused.error.data["reason"] == "awaiting_approval"
+    assert "checkpoint journal approve" in refused.error.message
     [approval] = approvals(journal)
-    assert approval.state is ApprovalState.PENDING
+    assert (approval.state, approval.decided_by) == (ApprovalState.PENDING, None)
     assert sent(tmp_path) == 0
     # Sent again, the same call asks about the same request; accepted, it runs.
-    assert not isinstance(call(journal, tmp_path, User("accept")), MCPError)
+    user = User("accept")
+    assert not isinstance(call(journal, tmp_path, user), MCPError)
+    assert f"approval #{approval.id}" in user.asked[0].message
     [used] = approvals(journal)
-    assert (used.id, used.state) == (approval.id, ApprovalState.USED)
+    assert (used.id, used.state, used.decided_by) == (approval.id, ApprovalState.USED, ELICITED_BY)
     assert sent(tmp_path) == 1
 
 
@@ -189,6 +176,6 @@ def test_both_eras_ask_for_the_approval_before_the_server_asks_its_own_question(
     declining = User("decline")
     refused = call(journal, tmp_path, declining, {"to": "bob"}, mode, "elicit_server.py", "send_gift")
     assert isinstance(refused, MCPError)
-    assert refused.error.data["reason"] == "approval_denied"
+    assert refused.error.data["reason"] == "awaiting_approval"
     assert len(declining.asked) == 1  # ours: the server was never asked
     assert done_count(tmp_path / "effects.jsonl", "send_gift") == 1

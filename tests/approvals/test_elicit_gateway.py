@@ -40,9 +40,9 @@ def test_a_gateway_client_who_accepts_runs_the_call_once_and_one_who_declines_do
         refused = anyio.run(call, declining, "eve@example.com")
     assert not isinstance(ran, MCPError), ran
     assert isinstance(refused, MCPError)
-    assert (refused.code, refused.error.data["reason"]) == (APPROVAL_REQUIRED, "approval_denied")
+    assert (refused.code, refused.error.data["reason"]) == (APPROVAL_REQUIRED, "awaiting_approval")
     assert len(accepting.asked) == len(declining.asked) == 1
     assert done_count(effects, "send_email") == 1
-    denied, used = approvals(journal)  # newest first
+    waiting, used = approvals(journal)  # newest first
     assert (used.state, used.decided_by) == (ApprovalState.USED, ELICITED_BY)
-    assert (denied.state, denied.decided_by) == (ApprovalState.DENIED, ELICITED_BY)
+    assert (waiting.state, waiting.decided_by) == (ApprovalState.PENDING, None)  # left to an operator

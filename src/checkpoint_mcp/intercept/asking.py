@@ -10,12 +10,12 @@ the workflow's hash chain with ``decided_by`` "the client's user (elicitation)":
 
 * accept: ``#N`` is granted, and the call goes through the gate again in the same request, where it is reserved on
   that approval (used in the same transaction) and sent upstream; it runs once.
-* decline: ``#N`` is denied, and the call goes through the gate again, which refuses it as denied (and keeps
-  refusing the same call for the rule's ``approval_expires``, as an operator's denial: an agent that loops is not
-  allowed to ask the user again and again).
-* cancel (the user dismissed the question), an error answer, an answer that is not one of the three, or no answer
-  within ``ASK_TIMEOUT``: nothing is decided; the call gets the held refusal, the operator path, so that a person
-  can still approve ``#N`` and the same call sent again asks the user again.
+* decline, cancel, an error answer, an answer that is not one of those, or no answer within ``ASK_TIMEOUT``:
+  nothing is decided; the call gets the held refusal, the operator path (``#N`` waits for a person, and the same
+  call sent again asks the user again). A decline is not recorded as a person's denial because it need not be
+  one: a headless client declines every elicitation by itself (`claude -p` answers ``decline`` when no one can
+  be asked), and "a person denied this call, do not send it again" would then be false and a dead end, where
+  the issue wants such clients on the operator path. A person who means no denies ``#N`` as an operator does.
 
 Ours are the only requests with ids ``checkpoint-ask-<process tag>-<n>``; their answers (late ones too) never reach
 the upstream, which did not ask.
@@ -52,9 +52,6 @@ logger = logging.getLogger(__name__)
 ASK_TIMEOUT = 300.0
 """Seconds a call waits for its user's answer; then it gets the operator path's refusal (a person decides)."""
 
-DECLINED = "declined in the client"
-"""The ``reason`` of a request the client's user declined."""
-
 INPUT_KEY = "checkpoint/approval"
 """The key of our elicitation in a 2026-07-28 ``input_required`` answer's ``inputRequests`` (and of its answer)."""
 
@@ -68,7 +65,7 @@ class Answer(enum.Enum):
     """What the client's user said to our elicitation."""
 
     ACCEPT = "accept"  # the request is granted; the call goes through the gate again
-    DECLINE = "decline"  # the request is denied; the call goes through the gate again (refused as denied)
+    DECLINE = "decline"  # the operator path (a headless client declines by itself: see the module's docstring)
     NONE = "none"  # cancel, an error, an unreadable answer or no answer in time: the operator path
 
 
@@ -95,7 +92,7 @@ def question(tool: str, arguments: Mapping[str, Any], approval: int) -> str:
     shown = json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True)
     return (
         f"The agent wants to call the tool {tool!r} with exactly these arguments:\n{shown}\n"
-        f"Accept to run this call once (approval #{approval}); decline to refuse it."
+        f"Accept to run this call once (approval #{approval}); decline, and it does not run."
     )
 
 
@@ -208,15 +205,14 @@ class Asker:
         return classify(line), line
 
     def decide(self, approval: int, answer: Answer) -> bool:
-        """Record the user's accept or decline on the call's request; True when the call is to go through the
-        gate again (it was decided, here or meanwhile by a person), False for the held refusal (operator path).
-        Never raises: a request decided meanwhile stands, and a journal that fails here fails the call's own
-        second pass through the gate, which says so."""
-        if answer is Answer.NONE:
+        """Grant the call's request if the user accepted; True when the call is to go through the gate again,
+        False for the operator path. Never raises: a request decided meanwhile stands (the gate reads it), and a
+        journal that fails here fails the call's second pass through the gate, which says so."""
+        if answer is not Answer.ACCEPT:
+            logger.info("approval #%d: the client's user answered %s; it waits for a person", approval, answer.value)
             return False
-        grant = answer is Answer.ACCEPT
         try:
-            self._store.decide_approval(approval, grant, ELICITED_BY, None if grant else DECLINED)
+            self._store.decide_approval(approval, True, ELICITED_BY)
         except UsageError as exc:  # decided, used or expired meanwhile: the gate reads what is now true
             logger.info("the client's user answered approval #%d: %s", approval, exc)
         except JournalError as exc:

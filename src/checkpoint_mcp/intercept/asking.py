@@ -5,8 +5,10 @@ A call of a tool whose policy says ``approve = "elicit"`` goes through the appro
 request durable (approval ``#N``, pending). Where the client declared the elicitation capability in form mode
 (session eras: ``initialize``'s ``capabilities.elicitation``, form being the default where no mode is named), the
 interceptor holds that refusal and sends the client an ``elicitation/create`` request of its own instead, naming
-the tool and its exact arguments. The user's answer decides request ``#N`` as a person's decision would, chained on
-the workflow's hash chain with ``decided_by`` "the client's user (elicitation)":
+the tool and its exact arguments. A 2026-07-28 client declares its capabilities in each request's ``_meta``; it
+is asked by a multi-round answer (``input_required`` with our elicitation under ``INPUT_KEY``, and ``#N`` in the
+``requestState`` its retry carries back). A yes grants ``#N`` as a person's decision would, chained on the
+workflow's hash chain with ``decided_by`` "the client's user (elicitation)":
 
 * accept: ``#N`` is granted, and the call goes through the gate again in the same request, where it is reserved on
   that approval (used in the same transaction) and sent upstream; it runs once.

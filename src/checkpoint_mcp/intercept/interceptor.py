@@ -25,6 +25,7 @@ from checkpoint_mcp.errors import (
     JournalLost,
     JournalWriteFailed,
 )
+from checkpoint_mcp.intercept.asking import Asker, AsksUsers
 from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.intercept.endings import Endings
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
@@ -51,7 +52,7 @@ _QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behin
 _KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
 
 
-class Interceptor(Endings):
+class Interceptor(Endings, AsksUsers):
     """The routing and journaling logic of one proxy process."""
 
     def __init__(
@@ -76,6 +77,7 @@ class Interceptor(Endings):
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
         self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
+        self._asker = Asker(journal) if journal and calls else None  # elicitations we sent (``approve = "elicit"``)
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
         self._flushing: Flushing | None = None  # a batch being committed elsewhere (a committer thread)
         self._up_barrier = self._down_barrier = False  # a line is held that nothing may pass (``_release_up``)
@@ -165,12 +167,28 @@ class Interceptor(Endings):
             error = {"code": INVALID_REQUEST, "message": "invalid request: an id must be a string, a number or null"}
             out.to_client.append(error_line(None, {**error, "data": {"reason": "invalid_id"}}))
             return
+        if message.kind is Kind.RESPONSE and self._asker is not None and self._asker.owns(message.id):
+            self._user_answered(message, out, upward)
+            return
         if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
             if self._route_other(message, line, out):
                 upward.append((line, None, _PASSES if message.kind is Kind.REQUEST else _KEEPS))
             return
+        self._call_line(message, line, out, upward)
+
+    def _call_line(
+        self,
+        message: Message,
+        line: bytes,
+        out: ClientBatch,
+        upward: list[tuple[bytes, InFlight | None, int]],
+        ask: bool = True,
+    ) -> None:
+        """Route one tools/call line; ``ask``: its user may be asked to approve it (see ``_ask_user``)."""
+        if ask and self._asker is not None and (retried := self._asker.retried(message)) is not None:
+            (message, line), ask = retried, False  # a 2026-07-28 retry with its user's answer (``asking``)
         try:
-            routed = self._tool_call(message, out, line)
+            routed = self._tool_call(message, out, line, ask)
         except JoinInFlight as join:
             refusal = error_line(message.id, join.refusal.to_error())
             out.joins.append(Join(line, refusal, join.workflow, join.seq))
@@ -321,7 +339,9 @@ class Interceptor(Endings):
             return False
         return True
 
-    def _tool_call(self, message: Message, out: ClientBatch, line: bytes) -> tuple[InFlight, bytes] | None:
+    def _tool_call(
+        self, message: Message, out: ClientBatch, line: bytes, ask: bool = False
+    ) -> tuple[InFlight, bytes] | None:
         """Route one tools/call request. Returns the entry and the line to forward (with the idempotency key its
         policy asks for), or None if it was answered here.
 
@@ -353,7 +373,8 @@ class Interceptor(Endings):
                 line = keyed_line(policy, line, name, claimed.workflow, claimed.seq, claimed.key)
                 entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
-            out.to_client.append(error_line(message.id, refusal.to_error()))
+            if not (ask and self._ask_user(message, line, refusal, out)):
+                out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
         return entry, line
@@ -413,7 +434,10 @@ class Interceptor(Endings):
         return timers
 
     def probe_expired(self, probe_id: str) -> list[bytes]:
-        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets)."""
+        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets).
+        Our elicitation's timeout (``_ask_user``): its call gets the operator path's refusal."""
+        if self._asker is not None and self._asker.owns(probe_id):
+            return self._user_silent(probe_id)
         key = request_key(probe_id)
         probe = self._in_flight.get(key)
         pending = probe.pending if probe is not None else None

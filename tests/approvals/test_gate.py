@@ -162,3 +162,17 @@ def test_after_an_approved_call_a_repeat_rule_still_applies(location: str, tmp_p
     assert "result" in fresh_call(location, tmp_path, MAIL, "--policy", rules)
     assert fresh_call(location, tmp_path, MAIL, "--policy", rules)["error"]["code"] == REPEAT_REFUSED
     assert sent(tmp_path) == 1
+
+
+def test_a_refused_call_takes_no_sequence_in_a_long_lived_proxy(location: str, tmp_path: Path) -> None:
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", location, "--policy", policy(tmp_path)]
+    with ProxyProcess(*argv, env=env) as proxy:
+        proxy.initialize()
+        first = proxy.call("send_email", MAIL)["error"]["data"]["approval"]
+        assert proxy.call("send_email", MAIL)["error"]["data"]["approval"] == first
+        decide(location, first)
+        ran = proxy.call("send_email", MAIL)
+        assert proxy.close() == 0, proxy.stderr
+    assert ran["result"]["_meta"]["checkpoint/journal"]["seq"] == 1
+    assert sent(tmp_path) == 1

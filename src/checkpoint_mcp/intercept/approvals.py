@@ -113,23 +113,5 @@ class ApprovalGate:
         commands = approval_commands(self._journal.location, request.id)
         return ApprovalRequired(workflow=workflow, tool=tool, approval=request.id, commands=commands, denied=denied)
 
-    def elicited(
-        self,
-        workflow: str,
-        tool: str,
-        stored: str,
-        signature: str,
-        identity: str | None,
-        rule: ToolRule,
-        client: Mapping[str, Any] | None,
-    ) -> Approval:
-        """The client's user accepted the call (``approve = "elicit"``): its request, made and granted (chained as
-        any other), ready for ``reserve``."""
-        asked = self._store.request_approval(
-            workflow, tool, stored, signature, identity, self.asker(client), rule.approval_seconds
-        )
-        return self._store.decide_approval(asked.id, True, ELICITED_BY)
 
-
-# approval_commands lives in journal/ so that the resume brief (which may not import intercept/) names them too.
 __all__ = ["ELICITED_BY", "ApprovalGate", "approval_commands", "store_of"]

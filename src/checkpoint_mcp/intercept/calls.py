@@ -460,6 +460,8 @@ class CallJournal:
                 if answer is None:
                     raise repeats.refusal(consumed.repeat, rule, self._where, call, self._config.redact_args)
                 return answer
+        if self._cursor == seq + 1:
+            self._cursor = seq  # a refused call takes no sequence: the next call gets the one this one would have had
         raise self._gate.refusal(workflow, call.tool, stored, call.signature, call.identity, rule, self._client)
 
     def _withdraw(self, claimed: Claimed) -> None:

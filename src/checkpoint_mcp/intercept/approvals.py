@@ -27,6 +27,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from checkpoint_mcp import debug
 from checkpoint_mcp.errors import ApprovalRequired
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
@@ -89,9 +90,12 @@ class ApprovalGate:
         repeat_since: str | None,
     ) -> Consumed:
         """Use ``found`` and reserve its call at ``seq`` (see ``Journal.reserve_approved``)."""
-        return self._store.reserve_approved(
+        consumed = self._store.reserve_approved(
             lineage, seq, found.id, found.tool, stored, found.signature, key, found.identity, repeat_since
         )
+        if consumed.reserved:
+            debug.trigger("after_approval_used")  # crash tests: used and reserved, not yet sent upstream
+        return consumed
 
     def refusal(
         self,
@@ -115,6 +119,7 @@ class ApprovalGate:
         asked = self._store.request_approval(
             workflow, tool, stored, signature, identity, self.asker(client), rule.approval_seconds
         )
+        debug.trigger("after_approval_request")  # crash tests: the request is durable, its refusal not yet sent
         return self._refused(workflow, tool, asked)
 
     def _refused(

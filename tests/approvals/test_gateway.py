@@ -4,6 +4,7 @@ PostgreSQL journal racing to use one approval: exactly one of them runs the call
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -160,3 +161,40 @@ def test_two_replicas_racing_to_use_one_approval_run_one_call(pg_url: str, tmp_p
     assert None not in replicas_asking  # each request names the replica that made it: both made some
     assert len(replicas_asking) == 2
     assert done_count(effects, "send_email") == rounds
+
+
+# point -> (the call's row after the crash, times the upstream may have run it)
+ON_THE_CALL = {
+    "after_approval_used": (CallState.PENDING, {0}),
+    "after_forward": (CallState.PENDING, {0, 1}),
+    "after_upstream_reply": (CallState.PENDING, {1}),
+    "after_complete_commit": (CallState.COMPLETED, {1}),
+}
+
+
+@pytest.mark.parametrize("point", ON_THE_CALL)
+def test_a_replica_killed_on_an_approved_call_leaves_the_other_nothing_to_run_it_with(
+    pg_url: str, tmp_path: Path, point: str
+) -> None:
+    """Replica A SIGKILLs itself on the approved call; replica B, sent the same call, makes a new request."""
+    effects = tmp_path / "effects.jsonl"
+    rules = policy(tmp_path)
+    armed = {"CHECKPOINT_DEBUG_TRIGGER": point}
+    with (
+        effects_gateway(tmp_path, "--journal", pg_url, "--policy", rules, env=armed) as doomed,
+        effects_gateway(tmp_path, "--journal", pg_url, "--policy", rules) as survivor,
+    ):
+        to_survivor = caller(survivor, "2026-07-28")
+        approval_id = waiting(to_survivor(MAIL))
+        decide(pg_url, approval_id)
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            caller(doomed, "2026-07-28")(MAIL)  # it dies before it answers
+        assert doomed.proc.wait(DEFAULT_TIMEOUT) == -9, doomed.stderr
+        state, possible = ON_THE_CALL[point]
+        assert {found.id: found.state for found in requests_of(pg_url).values()} == {approval_id: ApprovalState.USED}
+        assert [row.state for row in journal_calls(pg_url, WORKFLOW)] == [state]
+        runs = done_count(effects, "send_email")
+        assert runs in possible
+        renewed = waiting(to_survivor(MAIL))
+        assert renewed != approval_id
+    assert done_count(effects, "send_email") == runs

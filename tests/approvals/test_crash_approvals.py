@@ -148,3 +148,22 @@ def test_killed_on_the_approved_call_it_never_runs_twice_nor_on_a_spent_approval
         assert replay["error"]["code"] == IN_DOUBT
     assert sent(tmp_path) == runs
     assert approvals(journal) == {approval_id: ApprovalState.USED, fresh_id: ApprovalState.PENDING}
+
+
+def test_under_a_repeat_rule_the_same_call_after_a_crash_in_flight_is_in_doubt_not_a_new_request(
+    journal: str, workflow: str, tmp_path: Path
+) -> None:
+    """Without a sequence, the spent approval's call is found by its content first: surfaced in doubt, so nobody is
+    asked to approve a second run of a call that may have run."""
+    path = tmp_path / "policy.toml"
+    path.write_text('[tools.send_email]\napprove = "operator"\nrepeat = "refuse"\n', encoding="utf-8")
+    rules = str(path)
+    approval_id = call_once(journal, tmp_path, rules)["error"]["data"]["approval"]
+    approve(journal, approval_id)
+    killed_at(journal, tmp_path, rules, "after_upstream_reply")
+    assert sent(tmp_path) == 1
+    again = call_once(journal, tmp_path, rules)
+    assert again["error"]["code"] == IN_DOUBT, again
+    assert approvals(journal) == {approval_id: ApprovalState.USED}  # no new request
+    assert sent(tmp_path) == 1
+    assert journal_states(journal, workflow) == {1: CallState.PENDING}

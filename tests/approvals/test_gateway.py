@@ -163,6 +163,39 @@ def test_two_replicas_racing_to_use_one_approval_run_one_call(pg_url: str, tmp_p
     assert done_count(effects, "send_email") == rounds
 
 
+def test_the_approval_flow_across_two_replicas(pg_url: str, tmp_path: Path) -> None:
+    """Asked on one replica, run on the other once; then spent, other arguments, denial and expiry, across both."""
+    effects = tmp_path / "effects.jsonl"
+    with fleet(pg_url, tmp_path) as (a, b):
+        on_a, on_b = caller(a, "2026-07-28"), caller(b, "2025-11-25")
+        first = waiting(on_a(MAIL))
+        assert waiting(on_b(MAIL)) == first  # one request per call, whichever replica is asked
+        decide(pg_url, first)
+        assert "result" in on_b(MAIL)
+        assert waiting(on_a(MAIL)) not in (first, None)  # spent: the other replica does not run it again
+        other_mail = {**MAIL, "to": "eve@example.com"}
+        other = waiting(on_b(other_mail))
+        decide(pg_url, other, grant=False)
+        assert on_a(other_mail)["error"]["data"]["reason"] == "approval_denied"
+        late_mail = {**MAIL, "to": "zed@example.com"}
+        late = waiting(on_a(late_mail))
+        decide(pg_url, late)
+        store = open_journal(pg_url)
+        try:  # age the grant instead of sleeping
+            with store.transaction():
+                store.execute("UPDATE approvals SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (late,))
+        finally:
+            store.close()
+        assert waiting(on_b(late_mail)) != late  # expired: a fresh request
+    assert done_count(effects, "send_email") == 1
+    states = {i: found.state for i, found in requests_of(pg_url).items()}
+    assert (states[first], states[other], states[late]) == (
+        ApprovalState.USED,
+        ApprovalState.DENIED,
+        ApprovalState.EXPIRED,
+    )
+
+
 # point -> (the call's row after the crash, times the upstream may have run it)
 ON_THE_CALL = {
     "after_approval_used": (CallState.PENDING, {0}),

@@ -28,6 +28,8 @@ PATH = f"/w/{WORKFLOW}/mcp"
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 POLICY = '[tools.send_email]\napprove = "operator"\n'
 
+CLIENT_INFO = "io.modelcontextprotocol/clientInfo"  # how a 2026-07-28 client names itself, in each request
+
 Caller = Callable[[dict[str, Any]], Any]
 
 
@@ -45,7 +47,8 @@ def caller(gateway: GatewayProcess, era: str) -> Caller:
     def call(arguments: dict[str, Any]) -> Any:
         ident = next(sent)
         if session is None:
-            reply = request(gateway.port, "POST", PATH, modern_call(ident, "send_email", arguments), MODERN, timeout=60)
+            body = modern_call(ident, "send_email", arguments, **{CLIENT_INFO: {"name": "t", "version": "1"}})
+            reply = request(gateway.port, "POST", PATH, body, MODERN, timeout=60)
         else:
             body = {"jsonrpc": "2.0", "id": ident, "method": "tools/call"}
             body["params"] = {"name": "send_email", "arguments": arguments}
@@ -116,7 +119,9 @@ def test_the_approval_flow_works_over_http(tmp_path: Path, era: str) -> None:
         other: ApprovalState.DENIED,
         renewed: ApprovalState.PENDING,
     }
-    assert json.loads(found[first].requested_by)["pid"] == gateway.proc.pid
+    asked_by = json.loads(found[first].requested_by)
+    assert asked_by["pid"] == gateway.proc.pid
+    assert asked_by["client"] == {"name": "t", "version": "1"}  # from initialize, or (2026-07-28) the call's _meta
     assert {row.state for row in journal_calls(location, WORKFLOW)} == {CallState.COMPLETED}
 
 

@@ -36,6 +36,16 @@ from checkpoint_mcp.journal.base import Journal, Lineage, utc_now
 
 ELICITED_BY = "the client's user (elicitation)"
 """``decided_by`` of an approval a client's user gave in answer to the proxy's elicitation."""
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
+"""The request ``_meta`` key by which a 2026-07-28 client, which sends no ``initialize``, names itself."""
+
+
+def client_of(params: Mapping[str, Any], hello: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Who sends the call ``params``: the client info of its ``_meta`` (2026-07-28), else ``hello`` (the
+    ``clientInfo`` of the session's ``initialize``). Recorded as who asked; never trusted to decide anything."""
+    meta = params.get("_meta")
+    named = meta.get(CLIENT_INFO_META) if isinstance(meta, dict) else None
+    return named if isinstance(named, dict) else hello
 
 
 def approval_commands(journal: str, approval_id: int) -> dict[str, str]:

@@ -26,6 +26,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from checkpoint_mcp import debug
 from checkpoint_mcp.errors import ApprovalRequired
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
@@ -35,6 +36,16 @@ from checkpoint_mcp.journal.report import approval_commands
 
 ELICITED_BY = "the client's user (elicitation)"
 """``decided_by`` of an approval a client's user gave in answer to the proxy's elicitation."""
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
+"""The request ``_meta`` key by which a 2026-07-28 client, which sends no ``initialize``, names itself."""
+
+
+def client_of(params: Mapping[str, Any], hello: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Who sends the call ``params``: the client info of its ``_meta`` (2026-07-28), else ``hello`` (the
+    ``clientInfo`` of the session's ``initialize``). Recorded as who asked; never trusted to decide anything."""
+    meta = params.get("_meta")
+    named = meta.get(CLIENT_INFO_META) if isinstance(meta, dict) else None
+    return named if isinstance(named, dict) else hello
 
 
 def store_of(journal: Journal) -> ApprovalStore:
@@ -79,9 +90,12 @@ class ApprovalGate:
         repeat_since: str | None,
     ) -> Consumed:
         """Use ``found`` and reserve its call at ``seq`` (see ``Journal.reserve_approved``)."""
-        return self._store.reserve_approved(
+        consumed = self._store.reserve_approved(
             lineage, seq, found.id, found.tool, stored, found.signature, key, found.identity, repeat_since
         )
+        if consumed.reserved:
+            debug.trigger("after_approval_used")  # crash tests: used and reserved, not yet sent upstream
+        return consumed
 
     def refusal(
         self,
@@ -105,6 +119,7 @@ class ApprovalGate:
         asked = self._store.request_approval(
             workflow, tool, stored, signature, identity, self.asker(client), rule.approval_seconds
         )
+        debug.trigger("after_approval_request")  # crash tests: the request is durable, its refusal not yet sent
         return self._refused(workflow, tool, asked)
 
     def _refused(

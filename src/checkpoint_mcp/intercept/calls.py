@@ -28,7 +28,7 @@ from checkpoint_mcp.errors import (
     StillInFlight,
 )
 from checkpoint_mcp.intercept import repeats
-from checkpoint_mcp.intercept.approvals import ApprovalGate
+from checkpoint_mcp.intercept.approvals import ApprovalGate, client_of
 from checkpoint_mcp.intercept.hints import KEY_HINT, SEQ_HINT, call_hints
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
@@ -138,13 +138,14 @@ class CallJournal:
         that answers it from the journal.
 
         ``read_only``: the upstream marks the tool ``readOnlyHint: true``; such a call is never a repeat.
-        ``client``: the client's ``clientInfo`` (who asks, where the call needs an approval).
+        ``client``: the client's ``clientInfo`` from its ``initialize`` (who asks, where the call needs an approval;
+        a 2026-07-28 call's own ``_meta`` names it instead).
 
         Raises:
             CallRefused: invalid hints, in doubt, divergent or collected; or it waits for an approval.
             JournalError: the journal could not be read or written.
         """
-        self._client = client
+        self._client = client_of(params, client)
         name: str = params["name"]
         arguments: dict[str, Any] = params.get("arguments") or {}
         hint, key = call_hints(params)

@@ -23,10 +23,9 @@ from checkpoint_mcp.errors import (
     OWN_CODES,
     REPEAT_REFUSED,
     CallRefused,
-    current_code,
-    current_error,
 )
 from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.moved_codes import current_code, current_error
 from checkpoint_mcp.signature import call_signature
 from gatewayproc import MODERN, effects_gateway, modern_call, request
 
@@ -68,6 +67,9 @@ SAMPLES: dict[type[CallRefused], CallRefused] = {
         runs_again_after="later",
         rule="default",
         commands=COMMANDS,
+    ),
+    errors.ApprovalRequired: errors.ApprovalRequired(
+        workflow="wf", tool="t", approval=1, commands={"approve": "a", "deny": "d", "pages": "p"}
     ),
 }
 

@@ -30,22 +30,20 @@ The hierarchy::
         ├── StillInFlight               -31086 a re-sent call waited for the original in flight, in vain
         ├── UpstreamRefused             -31087 a remote upstream refused the request over HTTP before running it
         ├── Stopped                     -31088 the proxy shut down before the upstream answered
-        └── RepeatRefused               -31089 a tool policy refuses a call that repeats a completed one by content
+        ├── RepeatRefused               -31089 a tool policy refuses a call that repeats a completed one by content
+        └── ApprovalRequired            -31090 a tool policy wants a person's approval for this exact call first
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
 ``raise ... from exc``. A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act
 on; ``ERROR_CODES`` is the one table of those codes and is what the README documents. Checkpoint's own codes
 are -310NN, outside the range JSON-RPC and MCP reserve; each was -320NN before (``MOVED_CODES``), and an error a
-journal stored under an old code is replayed under its new one (``current_code``).
+journal stored under an old code is replayed under its new one (``moved_codes.py``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final, NamedTuple
-
-from checkpoint_mcp.wire import set_member
 
 # JSON-RPC 2.0 reserves -32768..-32000: -32700 and -32600..-32603 are its standard codes, -32000..-32099 its
 # "implementation-defined" server errors. The MCP specification (2026-07-28, basic "Error Codes") splits the
@@ -82,6 +80,7 @@ STILL_IN_FLIGHT: Final = -31086
 UPSTREAM_REFUSED: Final = -31087
 STOPPED: Final = -31088
 REPEAT_REFUSED: Final = -31089
+APPROVAL_REQUIRED: Final = -31090
 
 
 class ErrorCode(NamedTuple):
@@ -165,6 +164,13 @@ ERROR_CODES: Final[dict[int, ErrorCode]] = {
         ("repeat",),
         -32089,
     ),
+    APPROVAL_REQUIRED: ErrorCode(
+        "approval required",
+        '`--policy` with `approve = "operator"` (or `"elicit"` without a client that can ask its user): the call '
+        "waits for a person's approval of these exact arguments (`checkpoint journal approve`), or was denied; "
+        "it did not run",
+        ("awaiting_approval", "approval_denied"),
+    ),
 }
 """code -> its row. The README's error table and the CHANGELOG's migration map are generated from this."""
 
@@ -173,39 +179,6 @@ OWN_CODES: Final = frozenset(code for code in ERROR_CODES if code not in JSON_RP
 
 MOVED_CODES: Final[dict[int, int]] = {row.was: code for code, row in ERROR_CODES.items() if row.was is not None}
 """old code -> new code, for the codes that moved out of the range MCP reserves."""
-
-
-def current_code(code: Any, data: Any) -> Any:
-    """The code an error Checkpoint stored under an old code carries today; any other code unchanged.
-
-    An upstream may use -32080 … -32089 for its own purposes: only an error whose ``data.reason`` is the one
-    Checkpoint puts beside that code (``ErrorCode.reasons``) is Checkpoint's, and moves.
-    """
-    new = MOVED_CODES.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
-    if new is None:
-        return code
-    reason = data.get("reason") if isinstance(data, dict) else None
-    return new if reason in ERROR_CODES[new].reasons else code
-
-
-def current_error(outcome: str) -> str:
-    """A stored error as it is replayed: one Checkpoint stored under an old code (before the -310NN move) carries
-    its new code, every other byte as stored; an upstream's own error is never changed.
-
-    The journal keeps the stored text as it is (the hash chain covers its digest, and `journal verify` must stay
-    clean), so the old code is mapped on its way out: the replay calls this.
-    """
-    if "-3208" not in outcome:  # the usual case: no JSON parse on the replay path
-        return outcome
-    try:
-        error = json.loads(outcome)
-    except ValueError:
-        return outcome
-    if not isinstance(error, dict):
-        return outcome
-    stored = error.get("code")
-    code = current_code(stored, error.get("data"))
-    return outcome if code == stored else set_member(outcome, ("code",), str(code))
 
 
 class CheckpointError(Exception):
@@ -596,3 +569,32 @@ class RepeatRefused(CallRefused):
                 **({"confirmWithin": confirm_within} if confirm_within is not None else {}),
             },
         )
+
+
+class ApprovalRequired(CallRefused):
+    """A call whose tool's policy says ``approve``, with no usable approval of its exact call: it did not run.
+
+    Answered at once, never held open (headless clients time out). The message stands alone: the request a person
+    decides (``commands``: approve, deny, pages), then "send the same call again"; or that a person denied it.
+    """
+
+    code = APPROVAL_REQUIRED
+
+    def __init__(
+        self, *, workflow: str, tool: str, approval: int, commands: dict[str, str], denied: Sequence[str] | None = None
+    ) -> None:
+        if denied is not None:  # (by whom, why)
+            why = f": {denied[1]}" if denied[1] else ""
+            message = (
+                f"not run: a person denied this {tool} call (approval #{approval}, denied by {denied[0]}{why}). "
+                "Do not send it again; tell the user, or ask them what to do instead."
+            )
+        else:
+            message = (
+                f"not run yet: {tool} needs a person's approval of this exact call. Approval #{approval} is waiting: "
+                f"ask the user to approve it ({commands['approve']}, or the Approvals list of {commands['pages']}; "
+                f"{commands['deny']} denies it), then send the same call again with the same arguments: it runs once."
+            )
+        reason = "approval_denied" if denied is not None else "awaiting_approval"
+        data = {"reason": reason, "workflow": workflow, "tool": tool, "approval": approval, **commands}
+        super().__init__(message, {**data, "deniedBy": denied[0], "why": denied[1]} if denied is not None else data)

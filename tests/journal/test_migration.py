@@ -169,8 +169,9 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         events = journal.execute("SELECT workflow_id, seq, kind, detail, prev_hash FROM events").fetchall()
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 5
+    assert version == SCHEMA_VERSION == 6
     assert "calls_by_signature" in indexes
+    assert "approvals_by_call" in indexes  # v6: approval requests
     [(workflow, seq, kind, detail, prev)] = events
     assert (workflow, seq, kind, prev) == ("wf", None, "chain-start", "")
     marker = json.loads(detail)
@@ -344,7 +345,7 @@ def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
         con.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
         con.commit()
         con.close()
-        assert version == SCHEMA_VERSION == 5
+        assert version == SCHEMA_VERSION == 6
         assert "calls_by_identity" in indexes
     else:
         with psycopg.connect(journal) as conn:

@@ -38,6 +38,10 @@ UNMARKED = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
         (error(errors.STILL_IN_FLIGHT, workflow="wf", seq=1), False, "in_flight"),
         (error(errors.JOURNAL_WRITE_FAILED, workflow="wf", seq=1), False, "journal_write_failed"),
         (error(errors.REPEAT_REFUSED, workflow="wf", seq=1), False, "repeat"),
+        (error(errors.APPROVAL_REQUIRED, reason="awaiting_approval", approval=3), False, "awaiting_approval"),
+        (error(errors.APPROVAL_REQUIRED, reason="approval_denied", approval=3), False, "approval_denied"),
+        (error(errors.APPROVAL_REQUIRED, reason="something_else"), False, "refused"),  # never a made-up value
+        (result(workflow="wf", seq=1, replayed=False, approval=3), True, "run"),
         (error(errors.UPSTREAM_EXITED, workflow="wf", seq=1), True, "run"),  # it went up: in doubt now
         (error(-32000), True, "run"),  # the upstream's own error: a FAILED run
         (error(-32000), False, "replay"),  # a FAILED outcome answered from the journal

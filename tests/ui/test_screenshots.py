@@ -1,4 +1,4 @@
-"""Screenshots of the three pages, taken by the test run's browser from a journal real proxies wrote.
+"""Screenshots of the four pages, taken by the test run's browser from a journal real proxies wrote.
 
 ``CHECKPOINT_SCREENSHOTS=docs`` (what scripts/screenshots sets) writes them to docs/ui-*.png, linked from the
 README; otherwise they go to the test's temporary directory, so a test run never dirties the work tree.
@@ -14,6 +14,7 @@ from pathlib import Path
 from playwright.sync_api import BrowserContext, expect
 
 from checkpoint_mcp.journal import open_journal, operations
+from checkpoint_mcp.journal.approvals import ApprovalStore
 
 from support import effects_proxy, read_effects, wait_until
 
@@ -28,7 +29,8 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def build_journal(journal: str, tmp_path: Path) -> None:
-    """Two workflows, a fork, a failure, an operator's resolution and a call left in doubt by a SIGKILL."""
+    """Two workflows, a fork, a failure, an operator's resolution and a call left in doubt by a SIGKILL; and a
+    third whose refunds wait for a person's approval: one approved and sent, one waiting, one denied."""
     effects = tmp_path / "effects.jsonl"
     with effects_proxy(journal, tmp_path, "--workflow-id", "order-1042") as first:
         first.initialize()
@@ -68,9 +70,30 @@ def build_journal(journal: str, tmp_path: Path) -> None:
         operations.resolve(j, "order-1042", 3, message="card declined; the customer was told by phone")
     finally:
         j.close()
+    policy = tmp_path / "approve.toml"
+    policy.write_text('[tools.send_email]\napprove = "operator"\n', encoding="utf-8")
+    refund = {"to": "carol@example.com", "subject": "refund of order 7", "amount": "120.00 EUR"}
+    with effects_proxy(journal, tmp_path, "--workflow-id", "refunds", "--policy", str(policy)) as fourth:
+        fourth.initialize()
+        first_ask = fourth.call("send_email", refund)["error"]["data"]["approval"]
+        _decide(journal, first_ask, True, None)
+        assert "result" in fourth.call("send_email", refund)
+        fourth.call("send_email", {**refund, "to": "dave@example.com", "subject": "refund of order 8"})
+        denied = fourth.call("send_email", {**refund, "to": "mallory@example.com", "amount": "9800.00 EUR"})
+        _decide(journal, denied["error"]["data"]["approval"], False, "not a customer of ours")
+        assert fourth.close() == 0
 
 
-def test_screenshots_of_the_three_pages(
+def _decide(journal: str, approval: int, grant: bool, reason: str | None) -> None:
+    j = open_journal(journal)
+    try:
+        assert isinstance(j, ApprovalStore)
+        j.decide_approval(approval, grant, "alice", reason)
+    finally:
+        j.close()
+
+
+def test_screenshots_of_the_four_pages(
     tmp_path: Path, ui_server: Callable[..., object], browser: BrowserContext
 ) -> None:
     journal = str(tmp_path / "j.db")
@@ -87,7 +110,10 @@ def test_screenshots_of_the_three_pages(
     page.locator('svg.timeline a[data-seq="5"]').click()
     expect(page.locator("h1")).to_contain_text("Call #5")
     page.screenshot(path=str(out / "ui-call.png"), full_page=True)
-    for name in ("ui-workflows.png", "ui-timeline.png", "ui-call.png"):
+    page.locator("header nav").get_by_role("link", name="Approvals").click()
+    expect(page.locator("table.waiting")).to_contain_text("dave@example.com")
+    page.screenshot(path=str(out / "ui-approvals.png"), full_page=True)
+    for name in ("ui-workflows.png", "ui-timeline.png", "ui-call.png", "ui-approvals.png"):
         width, height = _png_size(out / name)
         assert width >= 1000, (name, width)
         assert height >= 400, (name, height)

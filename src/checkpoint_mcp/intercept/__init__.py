@@ -10,7 +10,8 @@ the two commands were told (``ProxyConfig``, with the tool policies: settings th
 Tool policies (`--policy`): ``policy`` reads and checks the file into frozen rules (``pointer``: JSON pointers),
 ``repeats`` is what a rule makes of a call that repeats a journaled one by its content, ``settle`` and
 ``settling`` settle an in-doubt call by a probe or an idempotency key, ``policy_report`` what
-`checkpoint policy check` prints.
+`checkpoint policy check` prints. Approval gates (``approve``): ``approvals`` finds, requests and uses a call's
+approval; ``asking`` asks the client's user for it in the same request (``approve = "elicit"``).
 
 May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``debug``, ``telemetry``.
 Never a pump (``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and out drives the same

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -25,15 +26,15 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalWriteFailed,
     StillInFlight,
-    current_error,
 )
 from checkpoint_mcp.intercept import repeats
+from checkpoint_mcp.intercept.approvals import ApprovalGate, client_of
+from checkpoint_mcp.intercept.hints import KEY_HINT, SEQ_HINT, call_hints
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
-    MAX_KEY_LENGTH,
     MAX_SEQ,
     REDACTED_ARGUMENTS,
     CallRecord,
@@ -47,20 +48,15 @@ from checkpoint_mcp.journal.base import (
     decide,
 )
 from checkpoint_mcp.journal.report import iso_before, operator_commands
+from checkpoint_mcp.moved_codes import current_error
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps, raw_response_line, result_span, set_member
 
 logger = logging.getLogger(__name__)
 
 META_KEY = "checkpoint/journal"
-"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}``."""
-SEQ_HINT = "checkpoint_seq"
-"""The ``params._meta`` key by which a client names the sequence a tools/call must take."""
-KEY_HINT = "checkpoint_key"
-"""The ``params._meta`` key by which a client names a call independently of its sequence."""
-IDEMPOTENCY_KEY = "idempotencyKey"
-"""The ``params`` member by which MCP's request-idempotency proposal (SEP-3182) names a call: the same as
-``_meta.checkpoint_key``. It sits outside ``_meta`` because several agent frameworks drop ``_meta``."""
+"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}`` (and
+``"approval"``, the request's id, for a call that ran on an approval)."""
 
 
 class Claimed(NamedTuple):
@@ -73,6 +69,7 @@ class Claimed(NamedTuple):
     continued: bool = False  # a 2026-07-28 retry with inputResponses: its row was reserved by the first round
     key: str | None = None  # the agent's own key (``_meta.checkpoint_key`` or ``idempotencyKey``), if any
     durable: bool = False  # its PENDING row was committed at claim (``Journal.reserve_unless_repeat``)
+    approval: int | None = None  # the approval it runs on (a tool under ``approve``): its result's _meta says so
 
 
 class Unsettled(NamedTuple):
@@ -114,6 +111,8 @@ class CallJournal:
         self._awaiting: list[_AwaitingInput] = []
         self._running: dict[tuple[str, int], str] = {}  # (workflow, seq) -> signature, until committed
         self._quoted: dict[str, str] = {}
+        self._gate = ApprovalGate(journal)
+        self._client: Mapping[str, Any] | None = None  # the clientInfo of the call being claimed
 
     @property
     def lineage(self) -> Lineage:
@@ -128,20 +127,28 @@ class CallJournal:
     # ---- claiming -----------------------------------------------------------------------------------------
 
     def claim(
-        self, ident: Any, params: dict[str, Any], unit: UnitOfWork, read_only: bool = False
+        self,
+        ident: Any,
+        params: dict[str, Any],
+        unit: UnitOfWork,
+        read_only: bool = False,
+        client: Mapping[str, Any] | None = None,
     ) -> Claimed | Unsettled | bytes:
         """Decide one valid tools/call: the claim to forward, an in-doubt call its policy may settle, or the line
         that answers it from the journal.
 
         ``read_only``: the upstream marks the tool ``readOnlyHint: true``; such a call is never a repeat.
+        ``client``: the client's ``clientInfo`` from its ``initialize`` (who asks, where the call needs an approval;
+        a 2026-07-28 call's own ``_meta`` names it instead).
 
         Raises:
-            CallRefused: invalid hints, in doubt, divergent or collected.
+            CallRefused: invalid hints, in doubt, divergent or collected; or it waits for an approval.
             JournalError: the journal could not be read or written.
         """
+        self._client = client_of(params, client)
         name: str = params["name"]
         arguments: dict[str, Any] = params.get("arguments") or {}
-        hint, key = _hints(params)
+        hint, key = call_hints(params)
         try:
             signature = call_signature(name, arguments)
         except ValueError as exc:
@@ -372,7 +379,17 @@ class CallJournal:
         identity: str | None = None,
     ) -> Claimed | Unsettled | bytes:
         """Reserve the call in ``unit``; ``guard`` (the request's id and its repeat rule): reserve it durably now,
-        unless it turns out to repeat a call journaled meanwhile (``_reserve_unless_repeat``)."""
+        unless it turns out to repeat a call journaled meanwhile (``_reserve_unless_repeat``). A tool under
+        ``approve`` is reserved only on its approval (``_reserve_approved``).
+
+        Raises:
+            ApprovalRequired: its tool needs an approval and this call has no usable one.
+        """
+        policy = self._config.policy
+        rule = policy.rule_for(name) if policy is not None else None
+        if rule is not None and rule.approve is not None:
+            call = repeats.RepeatCall(name, arguments, signature, identity)
+            return self._reserve_approved(unit, seq, call, key, rule, guard[0] if guard is not None else None)
         if guard is not None:
             call = repeats.RepeatCall(name, arguments, signature, identity)
             return self._reserve_unless_repeat(guard[0], unit, seq, call, guard[1])
@@ -414,6 +431,39 @@ class CallJournal:
         workflow = self._lineage.head
         self._running[(workflow, seq)] = call.signature
         return Claimed(workflow, seq, call.tool, call.signature, durable=True)
+
+    def _reserve_approved(
+        self, unit: UnitOfWork, seq: int, call: repeats.RepeatCall, key: str | None, rule: ToolRule, guard: Any
+    ) -> Claimed | Unsettled | bytes:
+        """Reserve a call of a tool under ``approve`` on its usable approval, using it in the same transaction; else
+        refuse it, naming its request (see ``approvals``). ``guard``: the request's id where the call is also
+        looked up as a repeat in that transaction (replicas sharing the journal), else None.
+
+        Raises:
+            ApprovalRequired: no usable approval (a new request is made, durable, or one is waiting or denied).
+            CallRefused: it repeats a call journaled meanwhile, as ``_repeat``.
+            JournalError: the journal could not be read or written (nothing was reserved).
+        """
+        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
+        workflow = self._lineage.head
+        since = iso_before(timedelta(seconds=rule.window_seconds)) if guard is not None else None
+        for _ in range(2):  # a grant another process used first, or that expired meanwhile, is looked up again
+            found = self._gate.usable(workflow, call.identity or call.signature)
+            if found is None:
+                break
+            consumed = self._gate.reserve(self._lineage, seq, found, stored, key, since)
+            if consumed.reserved:
+                logger.info("call %s runs on approval #%d of %r", call.tool, found.id, workflow)
+                self._running[(workflow, seq)] = call.signature
+                return Claimed(workflow, seq, call.tool, call.signature, key=key, durable=True, approval=found.id)
+            if consumed.repeat is not None:
+                answer = self._answer_repeat(guard, unit, call, rule, consumed.repeat, durable=False)
+                if answer is None:
+                    raise repeats.refusal(consumed.repeat, rule, self._where, call, self._config.redact_args)
+                return answer
+        if self._cursor == seq + 1:
+            self._cursor = seq  # a refused call takes no sequence: the next call gets the one this one would have had
+        raise self._gate.refusal(workflow, call.tool, stored, call.signature, call.identity, rule, self._client)
 
     def _withdraw(self, claimed: Claimed) -> None:
         """A call reserved durably at claim whose unit of work then failed was never sent: its row becomes FAILED
@@ -504,11 +554,12 @@ class CallJournal:
         except ValueError:
             return result_text  # not an object: nothing to annotate
 
-    def _info(self, workflow: str, seq: int, replayed: bool) -> str:
+    def _info(self, workflow: str, seq: int, replayed: bool, approval: int | None = None) -> str:
         quoted = self._quoted.get(workflow)
         if quoted is None:
             quoted = self._quoted[workflow] = dumps(workflow)
-        return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}}}'
+        approved = "" if approval is None else f',"approval":{approval}'
+        return f'{{"workflow":{quoted},"seq":{seq},"replayed":{"true" if replayed else "false"}{approved}}}'
 
     def completed(self, text: str, result: Any, claimed: Claimed, span: tuple[int, int] | None) -> tuple[str, bytes]:
         """(The result's exact text for the journal, the line with its _meta); ``span``: the result's, if known."""
@@ -521,7 +572,7 @@ class CallJournal:
         start, end = span
         outcome = text[start:end]
         if isinstance(result, dict) and "_meta" not in result and text[start] == "{":
-            info = self._info(claimed.workflow, claimed.seq, False)
+            info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
             separator = "," if result else ""
             annotated = f'{text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{text[start + 1 :]}'
             return outcome, annotated.encode()
@@ -529,7 +580,7 @@ class CallJournal:
 
     def annotate(self, line_text: str, claimed: Claimed) -> bytes:
         """The upstream's response line with the journal's ``_meta`` added to its result."""
-        info = self._info(claimed.workflow, claimed.seq, False)
+        info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
         try:
             return set_member(line_text, ("result", "_meta", META_KEY), info).encode()
         except ValueError:
@@ -542,59 +593,6 @@ class CallJournal:
     def finished(self, claimed: Claimed) -> None:
         """The call is no longer running in this proxy (its outcome, if any, is committed)."""
         self._running.pop((claimed.workflow, claimed.seq), None)
-
-
-def _hints(params: dict[str, Any]) -> tuple[int | None, str | None]:
-    """``params._meta.checkpoint_seq`` and the call's key (``_meta.checkpoint_key`` or ``idempotencyKey``), validated.
-
-    Raises:
-        InvalidCallParams: one is present but malformed, or the two keys disagree.
-    """
-    if "_meta" not in params and IDEMPOTENCY_KEY not in params:
-        return None, None  # the usual call names neither
-    meta = params.get("_meta")
-    if not isinstance(meta, dict):
-        meta = {}
-    seq = meta.get(SEQ_HINT)
-    if SEQ_HINT in meta and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_HINT_SEQ):
-        shown = dumps(seq)
-        raise InvalidCallParams(
-            f"invalid params: _meta.{SEQ_HINT} must be an integer from 1 to {MAX_HINT_SEQ} (2**53 - 1), "
-            f"got {shown if len(shown) <= 40 else shown[:40] + '…'}",
-            {"reason": "invalid_checkpoint_seq", "received": seq if isinstance(seq, int | str) else shown[:200]},
-        )
-    key = _key(meta, KEY_HINT, f"_meta.{KEY_HINT}", "invalid_checkpoint_key")
-    standard = _key(params, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY, "invalid_idempotency_key")
-    if key is not None and standard is not None and key != standard:
-        raise InvalidCallParams(
-            f"invalid params: {IDEMPOTENCY_KEY} and _meta.{KEY_HINT} name two different keys; give one, or the same",
-            {"reason": "conflicting_keys"},
-        )
-    return seq, key if key is not None else standard
-
-
-def _key(holder: dict[str, Any], member: str, label: str, reason: str) -> str | None:
-    if member not in holder:
-        return None
-    key = holder[member]
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or not _encodable(key):
-        raise InvalidCallParams(
-            f"invalid params: {label} must be a non-empty string of at most {MAX_KEY_LENGTH} characters "
-            "(and valid Unicode)",
-            {"reason": reason},
-        )
-    return key
-
-
-def _encodable(text: str) -> bool:
-    """False for a string holding a lone surrogate (valid in a JSON escape, not in UTF-8 or a database)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 __all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]

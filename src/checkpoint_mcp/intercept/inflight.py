@@ -24,6 +24,7 @@ class Track(enum.Enum):
     TOOLS_LIST = "tools_list"  # its result carries the tools' annotations (--trust-annotations)
     SETTLING = "settling"  # a tools/call that met an in-doubt call: waits for the probe of that call
     PROBE = "probe"  # our own probe request (a policy's read-only tool); its answer never reaches the client
+    ASKING = "asking"  # a tools/call held while its user is asked to approve it (our elicitation, ``asking``)
 
 
 TRACK_BY_METHOD = {

@@ -24,10 +24,10 @@ from checkpoint_mcp.errors import (
     JournalError,
     JournalLost,
     JournalWriteFailed,
-    Stopped,
-    UpstreamExited,
 )
+from checkpoint_mcp.intercept.asking import Asker, AsksUsers
 from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
+from checkpoint_mcp.intercept.endings import Endings
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import (
     batch_has_tool_call,
@@ -52,7 +52,7 @@ _QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behin
 _KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
 
 
-class Interceptor:
+class Interceptor(Endings, AsksUsers):
     """The routing and journaling logic of one proxy process."""
 
     def __init__(
@@ -77,9 +77,11 @@ class Interceptor:
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
         self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
+        self._asker = Asker(journal) if journal and calls else None  # elicitations we sent (``approve = "elicit"``)
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
         self._flushing: Flushing | None = None  # a batch being committed elsewhere (a committer thread)
         self._up_barrier = self._down_barrier = False  # a line is held that nothing may pass (``_release_up``)
+        self.hello: dict[str, Any] = {}  # the client's initialize params: its clientInfo and capabilities
 
     @property
     def needs_flush(self) -> bool:
@@ -165,12 +167,28 @@ class Interceptor:
             error = {"code": INVALID_REQUEST, "message": "invalid request: an id must be a string, a number or null"}
             out.to_client.append(error_line(None, {**error, "data": {"reason": "invalid_id"}}))
             return
+        if message.kind is Kind.RESPONSE and self._asker is not None and self._asker.owns(message.id):
+            self._user_answered(message, out, upward)
+            return
         if message.kind is not Kind.REQUEST or message.method != "tools/call" or self._calls is None:
             if self._route_other(message, line, out):
                 upward.append((line, None, _PASSES if message.kind is Kind.REQUEST else _KEEPS))
             return
+        self._call_line(message, line, out, upward)
+
+    def _call_line(
+        self,
+        message: Message,
+        line: bytes,
+        out: ClientBatch,
+        upward: list[tuple[bytes, InFlight | None, int]],
+        ask: bool = True,
+    ) -> None:
+        """Route one tools/call line; ``ask``: its user may be asked to approve it (see ``_ask_user``)."""
+        if ask and self._asker is not None and (retried := self._asker.retried(message)) is not None:
+            (message, line), ask = retried, False  # a 2026-07-28 retry with its user's answer (``asking``)
         try:
-            routed = self._tool_call(message, out, line)
+            routed = self._tool_call(message, out, line, ask)
         except JoinInFlight as join:
             refusal = error_line(message.id, join.refusal.to_error())
             out.joins.append(Join(line, refusal, join.workflow, join.seq))
@@ -292,6 +310,8 @@ class Interceptor:
         """Track or answer a line that is not a journaled tools/call; True if it goes upstream."""
         kind = message.kind
         if kind is Kind.REQUEST:
+            if message.method == "initialize" and isinstance(message.params, dict):  # who asks, for approvals
+                self.hello = message.params
             track = TRACK_BY_METHOD.get(message.method or "", Track.PLAIN)
             self._in_flight[request_key(message.id)] = InFlight(track, message.id)
         elif kind is Kind.NOTIFICATION:
@@ -319,7 +339,9 @@ class Interceptor:
             return False
         return True
 
-    def _tool_call(self, message: Message, out: ClientBatch, line: bytes) -> tuple[InFlight, bytes] | None:
+    def _tool_call(
+        self, message: Message, out: ClientBatch, line: bytes, ask: bool = False
+    ) -> tuple[InFlight, bytes] | None:
         """Route one tools/call request. Returns the entry and the line to forward (with the idempotency key its
         policy asks for), or None if it was answered here.
 
@@ -341,7 +363,8 @@ class Interceptor:
                 entry = InFlight(Track.PLAIN, message.id)
             else:
                 assert self._unit is not None
-                claimed = self._calls.claim(message.id, params, self._unit, read_only=hinted)
+                client = self.hello.get("clientInfo")
+                claimed = self._calls.claim(message.id, params, self._unit, hinted, client)
                 if isinstance(claimed, bytes):
                     out.to_client.append(self._results.with_identity(claimed))
                     return None
@@ -350,7 +373,8 @@ class Interceptor:
                 line = keyed_line(policy, line, name, claimed.workflow, claimed.seq, claimed.key)
                 entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
-            out.to_client.append(error_line(message.id, refusal.to_error()))
+            if not (ask and self._ask_user(message, line, refusal, out)):
+                out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
         return entry, line
@@ -410,7 +434,10 @@ class Interceptor:
         return timers
 
     def probe_expired(self, probe_id: str) -> list[bytes]:
-        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets)."""
+        """A probe's timeout passed: if it is still unanswered, its call stays in doubt (what the client gets).
+        Our elicitation's timeout (``_ask_user``): its call gets the operator path's refusal."""
+        if self._asker is not None and self._asker.owns(probe_id):
+            return self._user_silent(probe_id)
         key = request_key(probe_id)
         probe = self._in_flight.get(key)
         pending = probe.pending if probe is not None else None
@@ -544,57 +571,3 @@ class Interceptor:
         assert self._unit is not None
         self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
         self._finishing.append(claimed)
-
-    # ---- the upstream is gone -----------------------------------------------------------------------------
-
-    def upstream_gone(self, exit_status: str) -> list[bytes]:
-        """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
-        out: list[bytes] = []
-        for entry in self._in_flight.take_all():
-            if entry.track is not Track.PROBE:  # the call waiting for a probe is answered itself
-                out.extend(self._abandoned(entry, exit_status))
-        return out
-
-    def stopped(self, why: str) -> list[bytes]:
-        """At shutdown: error replies for every request still in flight (journaled calls stay PENDING)."""
-        out: list[bytes] = []
-        for entry in self._in_flight.take_all():
-            claimed = entry.claimed
-            if claimed is not None and self._calls is not None:
-                self._calls.finished(claimed)
-            if not entry.cancelled and entry.track is not Track.PROBE:
-                refusal = Stopped(
-                    workflow=claimed.workflow if claimed else None,
-                    seq=claimed.seq if claimed else None,
-                    tool=claimed.tool if claimed else None,
-                    why=why,
-                )
-                out.append(error_line(entry.ident, refusal.to_error()))
-        return out
-
-    def abandon(self, ident: Any, reason: str) -> list[bytes]:
-        """The error reply for one request in flight that will get no answer (its exchange with the upstream
-        broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
-        key = id_key(ident)
-        entry = self._in_flight.pop(key, None) if key is not None else None
-        if entry is not None and entry.track is Track.PROBE:
-            pending = entry.pending
-            return self._probe_concluded(pending, None, f"the probe got no answer: {reason}") if pending else []
-        return self._abandoned(entry, reason) if entry is not None else []
-
-    def _abandoned(self, entry: InFlight, reason: str) -> list[bytes]:
-        claimed = entry.claimed
-        if claimed is not None and self._calls is not None:
-            self._calls.finished(claimed)
-            if self._journal is not None and self._journal.replica_id is not None and self._unit is not None:
-                # A gateway replica gives the call up, so that other replicas see it in doubt, not in flight.
-                self._unit.disown(claimed.workflow, claimed.seq)
-        if entry.cancelled:
-            return []
-        refusal = UpstreamExited(
-            workflow=claimed.workflow if claimed else None,
-            seq=claimed.seq if claimed else None,
-            tool=claimed.tool if claimed else None,
-            exit_status=reason,
-        )
-        return [error_line(entry.ident, refusal.to_error())]

@@ -24,6 +24,10 @@ The file's shape (docs/policies.md documents every key)::
     [tools.set_status]
     idempotent = true              # the server's promise: a repeat runs, an in-doubt call is re-sent as is
 
+    [tools.delete_repo]
+    approve = "operator"           # or "elicit": each call waits for a person's approval of its exact arguments
+    approval_expires = "1h"        # how long a granted approval stays usable (once)
+
 Which rule a tool gets: an exact name wins over every glob; among matching globs the one with more literal
 (non-wildcard) characters wins, then the one with fewer wildcards, then the one written first in the file.
 Keys the winning table leaves out come from ``[default]``, then from the built-in defaults (journal, repeat
@@ -53,12 +57,15 @@ from checkpoint_mcp.intercept.repeat_identity import IDENTITY_KEYS, IdentityRule
 DEFAULT_WINDOW: Final = 24 * 3600.0  # seconds a repeat is looked for, when no table says
 DEFAULT_PROBE_TIMEOUT: Final = 10.0  # seconds a probe may take before the call stays in doubt
 DEFAULT_CONFIRM_WITHIN: Final = 600.0  # seconds a refused repeat may be confirmed in, under repeat = "confirm"
+DEFAULT_APPROVAL_EXPIRES: Final = 3600.0  # seconds a granted approval stays usable, under approve
 _DURATION: Final = re.compile(r"(\d+)([smhdw])")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RULE_KEYS: Final = frozenset(
-    {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", *IDENTITY_KEYS}
+    {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", "approve"}
+    | {"approval_expires", *IDENTITY_KEYS}
 )
+_NEEDS_JOURNAL: Final = ("repeat", "window", "probe", "idempotency", "idempotent", "confirm_within", "approve")
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
 _MATCHER_TESTS: Final = ("equals", "exists", "contains", "nonempty")
 
@@ -70,6 +77,13 @@ class Repeat(StrEnum):
     REPLAY = "replay"  # the original's stored result, as a replay
     REFUSE = "refuse"  # RepeatRefused, naming the original
     CONFIRM = "confirm"  # RepeatRefused once; the same call sent again within confirm_within runs
+
+
+class Approve(StrEnum):
+    """Who approves a call of a tool under ``approve``, before it runs (once)."""
+
+    OPERATOR = "operator"  # a person, by `checkpoint journal approve ID` or the pages; the call is refused till then
+    ELICIT = "elicit"  # the client's user, asked in the same request where the client can; else as operator
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,8 @@ class ToolRule:
     idempotent: bool = False  # the server's promise (idempotentHint): a repeat runs, an in-doubt call is re-sent
     identity: IdentityRule | None = None  # what part of the arguments makes a repeat; None: all of them
     confirm_seconds: float = DEFAULT_CONFIRM_WITHIN  # under repeat = "confirm": how long a refusal may be confirmed
+    approve: Approve | None = None  # each call waits for a person's approval of its exact arguments
+    approval_seconds: float = DEFAULT_APPROVAL_EXPIRES  # how long a granted approval stays usable
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`
 
     @property
@@ -325,8 +341,19 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
             f'{name}: [{where}] confirm_within: applies to repeat = "confirm" only (this table says repeat = '
             f'"{checked["repeat"].value}"); remove one of the two'
         )
+    if "approval_expires" in checked and "approve" not in checked and where != "default":
+        raise UsageError(f'{name}: [{where}] approval_expires: applies with approve = "operator" or "elicit" only')
     if checked.get("journal") is False:
-        for key in ("repeat", "window", "probe", "idempotency", "idempotent", "confirm_within", *sorted(IDENTITY_KEYS)):
+        for key in (
+            "repeat",
+            "window",
+            "probe",
+            "idempotency",
+            "idempotent",
+            "confirm_within",
+            "approve",
+            *IDENTITY_KEYS,
+        ):
             if key in checked:
                 raise UsageError(
                     f"{name}: [{where}] {key}: has no effect with journal = false (an unjournaled call is never "
@@ -350,11 +377,13 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
         if not isinstance(value, bool):
             raise UsageError(f"{at}: must be true or false (got {_kind(value)})")
         return value
-    if key == "repeat":
-        if value not in tuple(Repeat):
-            raise UsageError(f'{at}: must be one of "allow", "replay", "refuse", "confirm" (got {_toml_value(value)})')
-        return Repeat(value)
-    if key in ("window", "confirm_within"):
+    if key in ("repeat", "approve"):
+        kind = Repeat if key == "repeat" else Approve
+        if value not in tuple(kind):
+            choices = ", ".join(f'"{choice}"' for choice in kind)
+            raise UsageError(f"{at}: must be one of {choices} (got {_toml_value(value)})")
+        return kind(value)
+    if key in ("window", "confirm_within", "approval_expires"):
         return parse_window(value, at)
     if key in IDENTITY_KEYS:
         return value  # checked as a whole by parse_identity: match and ignore exclude each other
@@ -377,6 +406,9 @@ def _build_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], source: st
         idempotent=idempotent,
         identity=keys.get("identity"),
         confirm_seconds=merged.get("confirm_within", DEFAULT_CONFIRM_WITHIN),
+        # A read-only tool changes nothing: [default]'s approve does not reach it (its own table's does).
+        approve=keys.get("approve") if merged.get("read_only") else merged.get("approve"),
+        approval_seconds=merged.get("approval_expires", DEFAULT_APPROVAL_EXPIRES),
         source=source,
     )
 

@@ -67,6 +67,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: _COMMON[3],
     4: _COMMON[4],
     5: _COMMON[5],
+    6: _COMMON[6],
 }
 """version -> statements that bring a journal from version-1 to version."""
 

@@ -35,6 +35,16 @@ def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
     }
 
 
+def approval_commands(journal: str, approval_id: int) -> dict[str, str]:
+    """The exact commands by which a person approves or denies request ``approval_id``, and the pages."""
+    target = f"--journal {shlex.quote(journal)}"
+    return {
+        "approve": f"checkpoint journal approve {target} {approval_id}",
+        "deny": f"checkpoint journal approve {target} {approval_id} --deny --reason 'why'",
+        "pages": f"checkpoint journal ui {target}",
+    }
+
+
 def parse_duration(text: str) -> timedelta:
     """``30d``, ``12h``, ``1d12h``, ``90m``, ``2w``, ``45s`` as a timedelta.
 

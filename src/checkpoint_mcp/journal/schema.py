@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -105,5 +105,31 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             # are in the (partial) index, so it costs nothing to a journal whose policies name no part.
             "ALTER TABLE calls ADD COLUMN identity TEXT",
             "CREATE INDEX calls_by_identity ON calls (workflow_id, identity, started_at) WHERE identity IS NOT NULL",
+        ),
+        6: (
+            # Approval requests (approval_rows.py): a tool policy's `approve` makes a call wait for a person's
+            # approval of that exact call (call_key: its identity, else its signature), used at most once.
+            f"""
+            CREATE TABLE approvals (
+                id {identity},
+                workflow_id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                arguments TEXT NOT NULL,
+                signature TEXT NOT NULL,
+                identity TEXT,
+                call_key TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('pending', 'granted', 'denied', 'used', 'expired')),
+                requested_at TEXT NOT NULL,
+                requested_by TEXT NOT NULL,
+                expires_after {big_integer} NOT NULL,
+                decided_at TEXT,
+                decided_by TEXT,
+                reason TEXT,
+                expires_at TEXT,
+                used_at TEXT,
+                used_seq {big_integer}
+            )
+            """,
+            "CREATE INDEX approvals_by_call ON approvals (workflow_id, call_key, id)",
         ),
     }

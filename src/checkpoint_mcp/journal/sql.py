@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import audit, chain
+from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Batch,
@@ -270,7 +271,7 @@ def grouped(ops: Sequence[Op]) -> list[Group]:
     return groups
 
 
-class SqlJournal(Settlements, RepeatGuard, Journal):
+class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
 
     @abstractmethod
@@ -526,7 +527,9 @@ class SqlJournal(Settlements, RepeatGuard, Journal):
         row = self.execute(
             "SELECT (SELECT count(*) FROM calls), (SELECT count(finished_at) FROM calls),"
             " (SELECT max(started_at) FROM calls), (SELECT max(finished_at) FROM calls),"
-            " (SELECT count(*) FROM resolutions), (SELECT max(at) FROM resolutions), (SELECT count(*) FROM workflows)"
+            " (SELECT count(*) FROM resolutions), (SELECT max(at) FROM resolutions), (SELECT count(*) FROM workflows),"
+            " (SELECT count(*) FROM approvals), (SELECT count(decided_at) FROM approvals),"
+            " (SELECT count(used_at) FROM approvals), (SELECT count(*) FROM approvals WHERE state = 'expired')"
         ).fetchone()
         return tuple(row)
 

@@ -4,6 +4,9 @@ It comes after "Since this checkpoint", only when there is something to say, in 
 
 * **In doubt**: each call that was in flight when its proxy stopped, with the exact ``checkpoint journal resolve``
   commands and a plain instruction not to redo it before it is resolved;
+* **Approvals**: calls a tool policy holds for a person's approval of their exact arguments (``approve``):
+  waiting for a decision (ask the user to run the approve command), approved but not yet sent (send the same
+  call again to run it, once), or recently denied (do not send it again); at most ``APPROVALS_SHOWN`` of them;
 * **In doubt, settled when sent again**: the in-doubt calls of tools whose policy declares a probe or an
   idempotency key (``policy_view``): sending such a call again is safe, the proxy checks it or re-sends it under
   its key, so no operator is needed;
@@ -26,9 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.approval_rows import Approval
+from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.journal.digest import Call, Repeat
-from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.journal.report import approval_commands, operator_commands
 from checkpoint_mcp.session import policy_view
 from checkpoint_mcp.session.journals import WorkflowDigest, settled_how
 from checkpoint_mcp.session.render import code
@@ -41,6 +45,11 @@ TITLE: Final = "## Side effects (journal)"
 DONE_KEPT: Final = 5
 """Lines of calls done since that are kept before in-doubt calls beyond ``DOUBT_KEPT`` are cut."""
 DOUBT_KEPT: Final = 3
+APPROVALS_SHOWN: Final = 6
+"""Approval requests told in full (waiting first, then approved, then denied); a last line counts the rest."""
+APPROVAL_ARGUMENTS: Final = 160
+"""An approval request's arguments are shown up to this many characters: the agent must send them again as they
+were, so more of them than of a call done."""
 
 
 def _when(timestamp: str | None) -> str:
@@ -88,6 +97,64 @@ def _in_doubt(call: Call, shown: str) -> str:
             f"  - to run it again: {code(commands['release'])}",
         ]
     )
+
+
+def _approved_arguments(request: Approval) -> str:
+    if request.arguments == REDACTED_ARGUMENTS:
+        return "«redacted»"
+    text = request.arguments
+    return code(text if len(text) <= APPROVAL_ARGUMENTS else text[: APPROVAL_ARGUMENTS - 1] + "…")
+
+
+def _approval_lines(found: Sequence[WorkflowDigest], several: bool) -> list[str]:
+    """One line per approval request that changes what the agent does next, the most pressing first, capped."""
+    lines: list[tuple[int, str]] = []  # (kind: 0 waiting, 1 approved, 2 denied; line)
+    truncated = False
+    for item in found:
+        if not item.approvals:
+            continue
+        opened = item.approvals
+        truncated = truncated or opened.truncated
+        suffix = f" (workflow {code(item.journal.workflow)})" if several else ""
+        for request in opened.waiting:
+            approve = approval_commands(item.journal.shown, request.id)["approve"]
+            lines.append(
+                (
+                    0,
+                    f"- Waiting for approval: #{request.id} {code(request.tool)} {_approved_arguments(request)}, "
+                    f"asked {_when(request.requested_at)}{suffix} — it has not run. Ask the user to run "
+                    f"{code(approve)} (or to deny it), then send the same call again with the same arguments.",
+                )
+            )
+        for request in opened.approved:
+            lines.append(
+                (
+                    1,
+                    f"- Approved, not yet sent: #{request.id} {code(request.tool)} {_approved_arguments(request)} "
+                    f"(by {request.decided_by or '?'}, usable until {_when(request.expires_at)}){suffix} — send "
+                    "it again with the same arguments to run it (once).",
+                )
+            )
+        for request in opened.denied:
+            why = f": {request.reason}" if request.reason else ""
+            lines.append(
+                (
+                    2,
+                    f"- Denied by {request.decided_by or '?'}{why} — #{request.id} {code(request.tool)} "
+                    f"{_approved_arguments(request)}{suffix}: do not send it again; tell the user, or ask what to "
+                    "do instead.",
+                )
+            )
+    lines.sort(key=lambda kind_line: kind_line[0])
+    shown = [line for _, line in lines[:APPROVALS_SHOWN]]
+    hidden = len(lines) - len(shown)
+    if hidden:
+        journals = "; ".join(
+            code(f"checkpoint journal approvals --journal {item.journal.shown}") for item in found if item.approvals
+        )
+        count = f"over {hidden}" if truncated else str(hidden)
+        shown.append(f"- … {count} more approval request(s) not shown: {journals}")
+    return shown
 
 
 @dataclass(frozen=True)
@@ -159,6 +226,7 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
     """
     readable = [(item.journal, item.digest, item.settles) for item in found if item.digest is not None]
     several = len(readable) > 1
+    approvals = _approval_lines(found, several)
     doubt: list[str] = []
     safe: list[str] = []
     flying: list[str] = []
@@ -197,21 +265,22 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
         if digest.in_doubt or digest.in_flight or digest.done_total or digest.settled:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
-    if not doubt and not safe and not flying and not done and not omitted and not settled:
+    if not doubt and not safe and not flying and not done and not omitted and not settled and not approvals:
         return ""
-    tail = _Tail(tuple(settled), tuple(before), tuple(safe), since_checkpoint)
+    tail = _Tail(tuple(settled), tuple(before), tuple(safe), since_checkpoint, tuple(approvals))
     return _fit(doubt, flying, done, omitted, tail, commands, limit)
 
 
 @dataclass(frozen=True)
 class _Tail:
     """What is never cut: the in-doubt calls that settle themselves, the calls settled automatically, what was
-    done before the save, and whether there is a save at all."""
+    done before the save, whether there is a save at all, and the approval requests (already capped)."""
 
     settled: tuple[str, ...]
     before: tuple[str, ...]
     safe: tuple[str, ...] = ()
     since_checkpoint: bool = True
+    approvals: tuple[str, ...] = ()
 
 
 def _render(
@@ -234,6 +303,11 @@ def _render(
         ]
         if doubt_hidden:
             lines.append(f"- … {doubt_hidden} more call(s) in doubt not shown")
+    if tail.approvals:
+        lines += [
+            "### Approvals: these calls run only on a person's approval of their exact arguments",
+            *tail.approvals,
+        ]
     if tail.safe:
         lines += [
             "### In doubt, settled by the tool policy when sent again",

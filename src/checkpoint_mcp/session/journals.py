@@ -33,6 +33,7 @@ from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.session.model import JournalPosition
 
 if TYPE_CHECKING:
+    from checkpoint_mcp.journal.approval_digest import OpenApprovals
     from checkpoint_mcp.journal.digest import Digest, JournalReader, Settled
     from checkpoint_mcp.session.policy_view import Settlers
 
@@ -74,6 +75,8 @@ class WorkflowDigest:
     digest: Digest | None
     settles: Mapping[str, str] = field(default_factory=dict)
     """Tool of a call in doubt → how its policy settles it when it is sent again (``policy_view.Settlers.how``)."""
+    approvals: OpenApprovals | None = None
+    """The workflow's approval requests waiting, approved but not yet sent, or recently denied."""
 
 
 def pair_options(args: Sequence[str]) -> list[JournalSpec]:
@@ -304,6 +307,7 @@ def digests(
     journals and policy files are warnings."""
     if not journals:
         return ()
+    from checkpoint_mcp.journal.approval_digest import open_approvals
     from checkpoint_mcp.journal.digest import Mark
 
     readers = _readers(journals)
@@ -321,11 +325,13 @@ def digests(
                 if isinstance(reader, str):
                     raise JournalError(reader)
                 digest = reader.digest(journal.workflow, mark, saved_at)
+                approvals = open_approvals(reader, digest.head)
             except JournalError as exc:
                 warnings.append(f"Journal {journal.shown} could not be read, so its side effects are not shown: {exc}")
                 found.append(WorkflowDigest(journal, None))
                 continue
-            found.append(WorkflowDigest(journal, digest, _settles(journal, digest, policies, warnings)))
+            settles = _settles(journal, digest, policies, warnings)
+            found.append(WorkflowDigest(journal, digest, settles, approvals))
     finally:
         _close(readers)
     return tuple(found)
@@ -396,9 +402,36 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
                     {"workflow": r.workflow, "seq": r.seq, "tool": r.tool, "action": r.action, "at": r.at}
                     for r in digest.repeats
                 ],
+                "approvals": _approvals(journal, item.approvals),
             }
         out.append(entry)
     return out
+
+
+def _approvals(journal: Journaled, found: OpenApprovals | None) -> list[dict[str, Any]]:
+    """The ``approvals`` of a workflow's entry: each request waiting, approved but unused, or recently denied."""
+    from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+    from checkpoint_mcp.journal.report import approval_commands
+
+    if not found:
+        return []
+    kinds = (("waiting", found.waiting), ("approved", found.approved), ("denied", found.denied))
+    return [
+        {
+            "id": request.id,
+            "status": status,
+            "tool": request.tool,
+            "arguments": None if request.arguments == REDACTED_ARGUMENTS else request.arguments,
+            "redacted": request.arguments == REDACTED_ARGUMENTS,
+            "requestedAt": request.requested_at,
+            "decidedBy": request.decided_by,
+            "reason": request.reason,
+            "expiresAt": request.expires_at,
+            **({"commands": approval_commands(journal.shown, request.id)} if status == "waiting" else {}),
+        }
+        for status, requests in kinds
+        for request in requests
+    ]
 
 
 def _call(call: Any) -> dict[str, Any]:

@@ -58,6 +58,9 @@ DECISION_BY_CODE: dict[int, str] = {
     errors.JOURNAL_WRITE_FAILED: "journal_write_failed",
     errors.REPEAT_REFUSED: "repeat",
 }
+# A call whose tool needs a person's approval: refused as ``awaiting_approval`` or ``approval_denied`` (its
+# ``data.reason``), or run on one (its result's journal _meta names the approval): ``checkpoint.approval`` is the id.
+APPROVAL_REASONS = errors.ERROR_CODES[errors.APPROVAL_REQUIRED].reasons
 
 
 class SdkTelemetry(Telemetry):
@@ -289,7 +292,7 @@ class LineTrace:
             decision = _decision(journal, outcome, call.forwarded)
             if decision is not None:
                 span.set_attribute("checkpoint.decision", decision)
-        for name in ("workflow", "seq"):
+        for name in ("workflow", "seq", "approval"):
             if name in journal:
                 span.set_attribute(f"checkpoint.{name}", journal[name])
         if call.commit_ns:
@@ -409,7 +412,9 @@ def _journal_facts(body: dict[str, Any]) -> dict[str, Any]:
         found = {}
         if isinstance(facts, dict):
             found = {
-                k: v for k, v in facts.items() if k in ("workflow", "seq", "replayed", REPEAT_OF) and v is not None
+                k: v
+                for k, v in facts.items()
+                if k in ("workflow", "seq", "replayed", "approval", REPEAT_OF) and v is not None
             }
         if SETTLED_META in meta:
             found["settled"] = True
@@ -417,7 +422,10 @@ def _journal_facts(body: dict[str, Any]) -> dict[str, Any]:
     error = body.get("error")
     data = error.get("data") if isinstance(error, dict) else None
     if isinstance(data, dict):
-        return {k: data[k] for k in ("workflow", "seq") if isinstance(data.get(k), str | int) and data[k] is not None}
+        said = {k: data[k] for k in ("workflow", "seq") if isinstance(data.get(k), str | int) and data[k] is not None}
+        if isinstance(error, dict) and error.get("code") == errors.APPROVAL_REQUIRED:
+            said |= {"approval": data["approval"]} if isinstance(data.get("approval"), int) else {}
+        return said
     return {}
 
 
@@ -435,6 +443,9 @@ def _decision(journal: dict[str, Any], outcome: dict[str, Any], forwarded: bool)
     code = outcome.get("code")
     if isinstance(code, int) and code in DECISION_BY_CODE:
         return DECISION_BY_CODE[code]
+    data = outcome.get("data")
+    if code == errors.APPROVAL_REQUIRED and isinstance(data, dict) and data.get("reason") in APPROVAL_REASONS:
+        return str(data["reason"])
     if forwarded:
         # A journaled run's result carries the journal's _meta; an error does not say, but it went upstream.
         return "run" if "error.type" in outcome else None

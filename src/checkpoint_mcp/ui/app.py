@@ -9,6 +9,7 @@ audit record as `checkpoint journal show` and `resolve`).
 
 from __future__ import annotations
 
+import getpass
 import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -25,8 +26,9 @@ from starlette.routing import Route
 
 from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import operations
-from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.ui import pages, views
+from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.journal.base import Journal, utc_now
+from checkpoint_mcp.ui import approval_list, pages, views
 from checkpoint_mcp.ui.security import (
     CSRF_FIELD,
     LOOPBACK_NAMES,
@@ -111,6 +113,8 @@ def _page(request: Request, version: str | None) -> pages.Page:
         resolve=request.url_for("resolve").path,
         version=request.url_for("version").path,
         settle=request.url_for("settle").path if request.app.state.settle is not None else None,
+        approvals=request.url_for("approvals").path,
+        decide=request.url_for("decide").path,
     )
     return pages.Page(links, request.state.nonce, version, request.app.state.shown_location)
 
@@ -137,14 +141,15 @@ async def workflow(request: Request) -> Response:
     try:
         start = None if start_text is None else _seq(start_text)
         version, timeline = await _access(request).run(lambda j: (j.version(), views.timeline(j, workflow_id, start)))
+        notice = await _decided_notice(request)
     except CheckpointError as exc:
         return _failure(request, exc)
     page = _page(request, version)
     svg = timeline_svg(timeline, datetime.now(UTC), page.links.record, page.links.workflow)
-    notice = ""
     if request.query_params.get("resolved") == "released":
         notice = f"Call #{request.query_params.get('seq', '?')} released: {EFFECTS['released']}."
-    return HTMLResponse(pages.workflow_page(page, timeline, svg, notice=notice))
+    csrf = csrf_token(request, _secret(request))
+    return HTMLResponse(pages.workflow_page(page, timeline, svg, notice=notice, csrf=csrf, now=utc_now()))
 
 
 def _seq(text: str | None) -> int:
@@ -168,7 +173,9 @@ async def call(request: Request) -> Response:
     resolved = request.query_params.get("resolved")
     notice = f"Resolved as {resolved}: {EFFECTS[resolved]}." if resolved in EFFECTS else ""
     return HTMLResponse(
-        pages.call_page(_page(request, version), view, csrf_token(request, _secret(request)), notice=notice)
+        pages.call_page(
+            _page(request, version), view, csrf_token(request, _secret(request)), notice=notice, now=utc_now()
+        )
     )
 
 
@@ -247,6 +254,79 @@ async def _refused(
     return HTMLResponse(page, status_code=status)
 
 
+async def approvals(request: Request) -> Response:
+    """The Approvals page: pending requests first, with their Approve / Deny forms, then the decided ones."""
+    try:
+        notice = await _decided_notice(request)
+        version, found, known = await _access(request).run(
+            lambda j: (j.version(), views.approvals(j), frozenset(s.workflow for s in j.workflows()))
+        )
+    except CheckpointError as exc:
+        return _failure(request, exc)
+    csrf = csrf_token(request, _secret(request))
+    return HTMLResponse(pages.approvals_page(_page(request, version), found, known, csrf, utc_now(), notice=notice))
+
+
+async def _decided_notice(request: Request) -> str:
+    """What the decision the page was redirected from (``?decided=ID``) means, in words ("" for none)."""
+    decided = request.query_params.get("decided")
+    if decided is None or not decided.isdigit():
+        return ""
+    found = await _access(request).run(lambda j: _store(j).approval(int(decided)))
+    return approval_list.decision_notice(found) if found is not None else ""
+
+
+def _store(journal: Journal) -> ApprovalStore:
+    """The journal's approval requests.
+
+    Raises:
+        UsageError: a journal that keeps none (never one that Checkpoint opens).
+    """
+    if not isinstance(journal, ApprovalStore):
+        raise UsageError(f"the journal {journal.location} keeps no approval requests")
+    return journal
+
+
+async def decide(request: Request) -> Response:
+    """POST from an Approve / Deny form: decide a pending approval request, as `checkpoint journal approve` does;
+    the decision is recorded as made by the user running the pages' server, as a resolve from them is."""
+    form = await request.form()
+    if not csrf_valid(request, _secret(request), form.get(CSRF_FIELD)):
+        return PlainTextResponse("403 Forbidden: missing or wrong CSRF token (reload the page)\n", status_code=403)
+    decision, back = str(form.get("decision", "")), str(form.get("from") or "")
+    reason = str(form.get("reason") or "").strip() or None
+    try:
+        number = str(form.get("approval", ""))
+        if not number.isdigit():
+            raise UsageError(f"not an approval request: {number!r}")
+        if decision not in ("approve", "deny"):
+            raise UsageError("choose approve or deny")
+        grant = decision == "approve"
+        by = getpass.getuser()
+        await _access(request).run(
+            lambda j: _store(j).decide_approval(int(number), grant, by, None if grant else reason)
+        )
+    except UsageError as exc:
+        # Unknown, already decided, used or expired: the list again, saying why (nothing was written).
+        try:
+            version, found, known = await _access(request).run(
+                lambda j: (j.version(), views.approvals(j), frozenset(s.workflow for s in j.workflows()))
+            )
+        except CheckpointError as again:
+            return _failure(request, again)
+        text = f"Refused, nothing was written: {exc}"
+        csrf = csrf_token(request, _secret(request))
+        page = pages.approvals_page(_page(request, version), found, known, csrf, utc_now(), error=text)
+        return HTMLResponse(page, status_code=409)
+    except JournalError as exc:
+        return _failure(request, exc)
+    if back:
+        target = request.url_for("workflow").include_query_params(id=back, decided=number)
+    else:
+        target = request.url_for("approvals").include_query_params(decided=number)
+    return RedirectResponse(target.path + "?" + target.query + "#approvals", status_code=303)
+
+
 async def version(request: Request) -> Response:
     """``{"version": "…"}``: what the pages poll to refresh themselves when the journal changes."""
     try:
@@ -292,6 +372,8 @@ def create_app(
         Route("/resolve", resolve, methods=["POST"], name="resolve"),
         Route("/settle", settle_call, methods=["POST"], name="settle"),
         Route("/version", version, name="version"),
+        Route("/approvals", approvals, name="approvals"),
+        Route("/decide", decide, methods=["POST"], name="decide"),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.access = access

@@ -13,10 +13,12 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR
+from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, note_text
 from checkpoint_mcp.journal.report import duration_text, lineage_text, short_arguments
-from checkpoint_mcp.ui.views import CallView, Overview, Timeline, in_doubt
+from checkpoint_mcp.ui import approval_list
+from checkpoint_mcp.ui.views import APPROVALS_WINDOW, CallView, Overview, Timeline, in_doubt
 
 POLL_MILLISECONDS = 1000
 
@@ -48,7 +50,9 @@ svg .inherited rect{opacity:.45}svg .tick,svg .axis-title,svg .legend{font:11px 
 svg .grid{stroke:#eceef1}svg .row-hit{fill:transparent}svg a.call:hover .row-hit{fill:#f1f4f8}
 svg .fork-line{stroke:#6a1b9a;stroke-dasharray:5 4}svg .fork-label{font:11px system-ui,sans-serif;fill:#6a1b9a}
 svg .fork-path{stroke:#6a1b9a;fill:none;stroke-width:1.5}
+svg .approval-wait{stroke:#1565c0;stroke-dasharray:2 3;stroke-width:1.5}header nav a{font-weight:400;margin-right:12px}
 """
+STYLE += approval_list.STYLE
 
 REFRESH = """
 (function(){var b=document.body,seen=b.dataset.version,url=b.dataset.versionUrl;
@@ -72,6 +76,8 @@ class Links(NamedTuple):
     resolve: str
     version: str
     settle: str | None = None  # None: the pages were started without a tool policy and an upstream
+    approvals: str = ""  # the Approvals page
+    decide: str = ""  # where the Approve / Deny forms post
 
     def workflow(self, workflow: str, start: int | None = None) -> str:
         """The page of ``workflow`` (its calls from sequence ``start`` on, if given)."""
@@ -105,7 +111,8 @@ def layout(page: Page, title: str, body: str) -> str:
         f"<title>{escape(title)} · Checkpoint journal</title><style>{STYLE}</style></head>"
         f'<body data-version="{escape(page.version or "")}" data-version-url="{escape(page.links.version)}">'
         f'<header><a href="{escape(page.links.home)}">Checkpoint journal</a>'
-        f'<span class="where">{escape(page.location)}</span></header><main>'
+        + (f'<nav><a href="{escape(page.links.approvals)}">Approvals</a></nav>' if page.links.approvals else "")
+        + f'<span class="where">{escape(page.location)}</span></header><main>'
         '<div id="changed" role="status">The journal changed since this page was drawn. '
         '<a href="">Reload</a> to see it (your form input would be lost).</div>'
         f"{body}</main>{script}</body></html>"
@@ -131,6 +138,11 @@ def _a(href: str, text: str) -> str:
 def workflows_page(page: Page, overview: Overview) -> str:
     """Calls in doubt first (they need the operator), then every workflow, forks under their parents."""
     parts = ["<h1>Workflows</h1>"]
+    if overview.waiting:
+        count = len(overview.waiting)
+        said = f"{count} approval requests wait" if count > 1 else "1 approval request waits"
+        link = _a(page.links.approvals, "decide them" if count > 1 else "decide it")
+        parts.append(f'<div class="alert" id="approvals-waiting">{said} for a person: {link}.</div>')
     if overview.in_doubt:
         rows = "".join(
             f'<tr class="doubt"><td>{_a(page.links.workflow(item.summary.workflow), item.summary.workflow)}</td>'
@@ -185,8 +197,9 @@ def _resolution_text(resolution: Resolution) -> str:
     )
 
 
-def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "") -> str:
-    """The timeline chart, the table of calls below it, the forks and the audit trail."""
+def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "", csrf: str = "", now: str = "") -> str:
+    """The timeline chart, the table of calls below it, the forks, the approval requests and the audit trail
+    (``csrf``: the token of the Approve / Deny forms; ``now``: the journal's time, to tell an expired grant)."""
     s = timeline.summary
     live = s.owner is not None
     facts = [
@@ -234,9 +247,10 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "")
     if timeline.notes:
         audit += '<h2>Tool policy</h2><ul class="notes">' + "".join(_note_item(n) for n in timeline.notes) + "</ul>"
     flash = f'<div class="ok" role="status">{escape(notice)}</div>' if notice else ""
+    asked = _approvals(page, list(timeline.approvals), frozenset({s.workflow}), csrf, now, s.workflow)
     body = (
         f"<h1>Workflow <code>{escape(s.workflow)}</code></h1>{flash}<dl>{''.join(facts)}</dl>"
-        f"<h2>Timeline</h2>{svg}<h2>Calls</h2>{table}{audit}"
+        f"{asked}<h2>Timeline</h2>{svg}<h2>Calls</h2>{table}{audit}"
     )
     return layout(page, s.workflow, body)
 
@@ -301,10 +315,17 @@ def _forms(page: Page, view: CallView, csrf: str, filled: dict[str, str]) -> str
 
 
 def call_page(
-    page: Page, view: CallView, csrf: str, *, notice: str = "", error: str = "", filled: dict[str, str] | None = None
+    page: Page,
+    view: CallView,
+    csrf: str,
+    *,
+    notice: str = "",
+    error: str = "",
+    filled: dict[str, str] | None = None,
+    now: str = "",
 ) -> str:
-    """One call in full, the divergence it was part of, its audit trail, and the resolve forms (``filled``: what
-    the operator typed into them, shown again after a refusal)."""
+    """One call in full, the divergence it was part of, its audit trail (with the approval it ran on), and the
+    resolve forms (``filled``: what the operator typed into them, shown again after a refusal)."""
     record = view.record
     facts = [
         ("Workflow", _a(page.links.workflow(record.workflow), record.workflow)),
@@ -342,6 +363,8 @@ def call_page(
             f'<pre class="difference">{escape(lines)}</pre>'
         )
     parts.append("<h2>Audit trail</h2>")
+    if view.approvals:
+        parts.append(f'<ul class="approval-trail">{approval_list.trail(view.approvals, now)}</ul>')
     parts.append(
         "<ul>" + "".join(f"<li>{_resolution_text(r)}</li>" for r in view.resolutions) + "</ul>"
         if view.resolutions
@@ -367,3 +390,40 @@ def call_page(
 def message_page(page: Page, title: str, text: str) -> str:
     """A page that only says something (no such workflow, the journal cannot be read)."""
     return layout(page, title, f'<h1>{escape(title)}</h1><div class="error" role="alert">{escape(text)}</div>')
+
+
+def _approvals(page: Page, found: list[Approval], known: frozenset[str], csrf: str, now: str, back: str) -> str:
+    """A workflow's approval requests: the waiting ones with their forms, then the decided ones."""
+    if not found:
+        return ""
+    waiting = approval_list.waiting_table(found, known, page.links.workflow, page.links.decide, csrf, back)
+    decided = approval_list.decided_table(found, known, page.links.workflow, now)
+    waiting = waiting or '<p class="muted">None waits for a decision.</p>'
+    return f'<h2 id="approvals">Approvals</h2>{waiting}' + (f"<h3>Decided</h3>{decided}" if decided else "")
+
+
+def approvals_page(
+    page: Page, found: list[Approval], known: frozenset[str], csrf: str, now: str, *, notice: str = "", error: str = ""
+) -> str:
+    """Every approval request: the pending ones first, each with its exact arguments and Approve / Deny forms,
+    then those decided, used or expired (``known``: the workflows that have a page to link to)."""
+    parts = ["<h1>Approvals</h1>"]
+    if notice:
+        parts.append(f'<div class="ok" role="status">{escape(notice)}</div>')
+    if error:
+        parts.append(f'<div class="error" role="alert">{escape(error)}</div>')
+    waiting = approval_list.waiting_table(found, known, page.links.workflow, page.links.decide, csrf, "")
+    parts.append(
+        '<h2 id="waiting">Waiting for a person</h2><p class="muted">A tool policy with <code>approve</code> holds '
+        "these calls until a person decides. Approve: the same call, sent again, runs once. Deny: it is refused "
+        "as denied.</p>" + (waiting or '<p class="empty">No request waits.</p>')
+    )
+    done = [a for a in found if a.state is not ApprovalState.PENDING]
+    decided = approval_list.decided_table(done[:APPROVALS_WINDOW], known, page.links.workflow, now)
+    parts.append('<h2 id="decided">Decided, used or expired</h2>' + (decided or '<p class="empty">None yet.</p>'))
+    if len(done) > APPROVALS_WINDOW:
+        parts.append(
+            f'<p class="muted">The newest {APPROVALS_WINDOW} of {len(done)}: <code>checkpoint journal approvals'
+            "</code> lists them all.</p>"
+        )
+    return layout(page, "Approvals", "".join(parts))

@@ -6,7 +6,9 @@ end). Calls a branch inherited from its parent (it replayed them instead of runn
 ↺. An operator's resolution is a diamond at the moment it was made, and the call's bar, striped, runs until
 then (the journal records that moment as the call's end). The fork a branch started with is a dashed line
 across the chart; a fork taken from this workflow is a line from the call where it branched to the branch's
-name. Every bar links to its call's page. Pure: text in, text out.
+name. A call that ran on a person's approval (a tool policy's ``approve``) has the approval's steps on its row:
+a ring when it was requested, a dot when it was granted or denied (and by whom), a dotted line for the wait.
+Every bar links to its call's page. Pure: text in, text out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime, timedelta
 from html import escape
 
 from checkpoint_mcp.journal.base import CallRecord, CallState
+from checkpoint_mcp.ui.approval_list import Event, events
 from checkpoint_mcp.ui.views import Timeline, TimelineRow
 
 WIDTH = 960
@@ -28,6 +31,7 @@ LEGEND_HEIGHT = 30
 TICKS = 5
 MIN_BAR_WIDTH = 3.0
 LABEL_CHARS = 30
+LEGEND_LINE = 18
 
 COLOURS = {
     CallState.COMPLETED: "#2e7d32",
@@ -36,6 +40,7 @@ COLOURS = {
 }
 IN_FLIGHT = "#1565c0"
 RESOLUTION = "#6a1b9a"
+APPROVAL = {"requested": "#fff", "granted": "#1565c0", "denied": "#c62828", "used": "#2e7d32", "expired": "#69727d"}
 
 
 def parse_time(text: str) -> datetime:
@@ -71,13 +76,17 @@ def timeline_svg(
         return '<p class="empty">No calls yet.</p>'
     starts = [parse_time(r.record.started_at) for r in rows]
     pending = any(r.record.state is CallState.PENDING for r in rows)
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    steps = [[step for approval in r.approvals for step in events(approval, stamp)] for r in rows]
+    asked = [parse_time(step.at) for row_steps in steps for step in row_steps]
     moments = [
         *starts,
+        *asked,
         *(parse_time(r.record.finished_at) for r in rows if r.record.finished_at),
         *(parse_time(res.at) for row in rows for res in row.resolutions),
         *([now] if pending and live else []),
     ]
-    first = min(starts)
+    first = min([*starts, *asked])  # a request waits before its call starts
     total = max((max(moments) - first).total_seconds(), 0.001)
     if pending and not live:
         # An in-doubt call has no end: its bar runs past the last thing the journal knows, off the chart.
@@ -89,7 +98,7 @@ def timeline_svg(
     def x(moment: datetime) -> float:
         return LABEL_WIDTH + (moment - first).total_seconds() / total * plot
 
-    height = AXIS_HEIGHT + len(rows) * ROW_HEIGHT + LEGEND_HEIGHT
+    height = AXIS_HEIGHT + len(rows) * ROW_HEIGHT + LEGEND_HEIGHT + (LEGEND_LINE if asked else 0)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {WIDTH} {height}" '
         f'width="{WIDTH}" height="{height}" role="img" aria-label="timeline of {escape(timeline.summary.workflow)}">',
@@ -127,6 +136,7 @@ def timeline_svg(
                 f"{escape(_short(timeline.summary.parent))} at #{timeline.summary.fork_seq}</text>"
             )
         out.append(_bar(row, x(start), x(end), top, live, call_link))
+        out.append(_approval_marks(steps[index], top, x))
         for resolution in row.resolutions:
             rx, ry = x(parse_time(resolution.at)), top + ROW_HEIGHT / 2
             out.append(
@@ -140,7 +150,7 @@ def timeline_svg(
     for seq, branches in sorted(forks_at.items()):
         for branch in branches:
             out.append(_fork_link(branch, bottom - ROW_HEIGHT, workflow_link, f" at #{seq}", start=LABEL_WIDTH))
-    out.append(_legend(bottom + 8))
+    out.append(_legend(bottom + 8) + (_approval_legend(bottom + 8 + LEGEND_LINE) if asked else ""))
     out.append("</svg>")
     return "".join(out)
 
@@ -171,6 +181,37 @@ def _bar(row: TimelineRow, left: float, right: float, top: float, live: bool, li
         f'<rect x="{left:.1f}" y="{bar_y:.1f}" width="{width:.1f}" '
         f'height="{BAR_HEIGHT}" rx="2" fill="{fill}" stroke="{"#7a4a00" if pending else "none"}"/></a>'
     )
+
+
+def _approval_marks(steps: list[Event], top: float, x: Callable[[datetime], float]) -> str:
+    """A call's approval on its row: the wait as a dotted line, each step a mark with its words as a tooltip."""
+    if not steps:
+        return ""
+    y = top + ROW_HEIGHT / 2
+    places = [x(parse_time(step.at)) for step in steps]
+    out = [f'<line x1="{min(places):.1f}" y1="{y}" x2="{max(places):.1f}" y2="{y}" class="approval-wait"/>']
+    for step, place in zip(steps, places, strict=True):
+        out.append(
+            f'<circle cx="{place:.1f}" cy="{y}" r="4.5" class="approval {step.action}" fill="{APPROVAL[step.action]}" '
+            f'stroke="#1b1f24" stroke-width="1.2"><title>{escape(step.text)} at {escape(step.at)}</title></circle>'
+        )
+    return "".join(out)
+
+
+def _approval_legend(y: float) -> str:
+    parts, lx = [], 4.0
+    for action, text in (
+        ("requested", "approval requested"),
+        ("granted", "granted"),
+        ("denied", "denied"),
+        ("used", "used"),
+    ):
+        parts.append(f'<circle cx="{lx + 5}" cy="{y + 5}" r="4.5" fill="{APPROVAL[action]}" stroke="#1b1f24"/>')
+        parts.append(f'<text x="{lx + 14}" y="{y + 9}" class="legend">{text}</text>')
+        lx += 30 + len(text) * 7
+    parts.append(f'<line x1="{lx}" y1="{y + 5}" x2="{lx + 20}" y2="{y + 5}" class="approval-wait"/>')
+    parts.append(f'<text x="{lx + 26}" y="{y + 9}" class="legend">waiting for a person</text>')
+    return "".join(parts)
 
 
 def _fork_link(branch: str, top: float, workflow_link: Callable[[str], str], suffix: str = "", *, start: float) -> str:

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import operations
+from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
+from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, policy_notes
 
@@ -36,6 +38,7 @@ class Overview(NamedTuple):
 
     in_doubt: list[InDoubtCall]
     tree: list[TreeRow]
+    waiting: tuple[Approval, ...] = ()  # approval requests no person has decided yet, newest first
 
 
 class TimelineRow(NamedTuple):
@@ -44,10 +47,14 @@ class TimelineRow(NamedTuple):
     record: CallRecord
     inherited: bool  # written to an ancestor before this branch forked from it
     resolutions: list[Resolution]
+    approvals: tuple[Approval, ...] = ()  # the approval this call ran on (requested, decided, used)
 
 
 WINDOW = 200
 """The most calls one workflow page draws; a longer workflow is paged through, newest calls first."""
+
+APPROVALS_WINDOW = 200
+"""The most decided approval requests the Approvals page draws (the newest; every waiting one is drawn)."""
 
 
 class Timeline(NamedTuple):
@@ -61,6 +68,7 @@ class Timeline(NamedTuple):
     earlier: int | None = None  # the first sequence of the window before this one, if any
     later: int | None = None  # the first sequence of the window after this one, if any
     notes: tuple[PolicyNote, ...] = ()  # what the tool policy did of note (repeats caught)
+    approvals: tuple[Approval, ...] = ()  # the workflow's approval requests, pending first, then newest first
 
 
 class Divergence(NamedTuple):
@@ -81,6 +89,7 @@ class CallView(NamedTuple):
     divergences: list[Divergence]
     owner_live: bool
     notes: tuple[PolicyNote, ...] = ()  # the tool policy's records about this call (repeats of it caught)
+    approvals: tuple[Approval, ...] = ()  # the approval this call ran on, if its tool's policy wanted one
 
     @property
     def resolvable(self) -> tuple[str, ...]:
@@ -125,7 +134,26 @@ def overview(journal: Journal) -> Overview:
         for record in journal.calls(row.summary.workflow)
         if record.state is CallState.PENDING
     ]
-    return Overview(doubtful, tree)
+    waiting = tuple(a for a in approvals(journal) if a.state is ApprovalState.PENDING)
+    return Overview(doubtful, tree, waiting)
+
+
+def approvals(journal: Journal, workflow: str | None = None) -> list[Approval]:
+    """The approval requests (of ``workflow``, where given): pending ones first, then the rest; newest first."""
+    if not isinstance(journal, ApprovalStore):  # every journal Checkpoint opens keeps them; a stand-in may not
+        return []
+    found = journal.approvals(workflow)
+    return sorted(found, key=lambda a: a.state is not ApprovalState.PENDING)  # stable: newest first in each
+
+
+def _used_by(found: list[Approval]) -> dict[tuple[str, int], tuple[Approval, ...]]:
+    """The approvals that calls ran on, by (workflow, seq) of the call."""
+    used: dict[tuple[str, int], tuple[Approval, ...]] = {}
+    for approval in found:
+        if approval.used_seq is not None:
+            key = (approval.workflow, approval.used_seq)
+            used[key] = (*used.get(key, ()), approval)
+    return used
 
 
 def _descending(text: str) -> str:
@@ -169,8 +197,14 @@ def timeline(journal: Journal, workflow: str, start: int | None = None, size: in
             trails.setdefault((ancestor, resolution.seq), []).append(resolution)
     for resolution in resolutions:
         trails.setdefault((workflow, resolution.seq), []).append(resolution)
-    rows = [TimelineRow(r, True, trails.get((r.workflow, r.seq), [])) for r in inherited]
-    rows += [TimelineRow(r, False, trails.get((r.workflow, r.seq), [])) for r in calls]
+    own = approvals(journal, workflow)
+    used = _used_by([a for w in {r.workflow for r in inherited} for a in approvals(journal, w)] + own)
+    rows = [
+        TimelineRow(r, True, trails.get((r.workflow, r.seq), []), used.get((r.workflow, r.seq), ())) for r in inherited
+    ]
+    rows += [
+        TimelineRow(r, False, trails.get((r.workflow, r.seq), []), used.get((r.workflow, r.seq), ())) for r in calls
+    ]
     forks = sorted(
         (s for s in journal.workflows() if s.parent == workflow), key=lambda s: (s.fork_seq or 0, s.workflow)
     )
@@ -180,7 +214,7 @@ def timeline(journal: Journal, workflow: str, start: int | None = None, size: in
     earlier = rows[max(0, first - size)].record.seq if first > 0 else None
     later = rows[first + size].record.seq if first + size < len(rows) else None
     notes = tuple(policy_notes(journal.links(workflow)))
-    return Timeline(summary, shown, resolutions, forks, len(rows), earlier, later, notes)
+    return Timeline(summary, shown, resolutions, forks, len(rows), earlier, later, notes, tuple(own))
 
 
 def _counting_at(journal: Journal, summary: WorkflowSummary, seq: int) -> CallRecord | None:
@@ -234,4 +268,5 @@ def call_view(journal: Journal, workflow: str, seq: int) -> CallView:
     trail = [r for r in journal.resolutions(record.workflow) if r.seq == seq]
     notes = tuple(n for n in policy_notes(journal.links(record.workflow)) if n.seq == seq)
     owner_live = summary.owner is not None
-    return CallView(summary, record, record.workflow != workflow, trail, divergences, owner_live, notes)
+    ran_on = _used_by(approvals(journal, record.workflow)).get((record.workflow, seq), ())
+    return CallView(summary, record, record.workflow != workflow, trail, divergences, owner_live, notes, ran_on)

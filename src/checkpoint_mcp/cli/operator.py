@@ -1,4 +1,5 @@
-"""`checkpoint journal …`: the operator's commands (ls, show, resolve, export, gc, ui, reconcile, verify).
+"""`checkpoint journal …`: the operator's commands (ls, show, resolve, export, gc, ui, reconcile, verify, approvals,
+approve).
 
 Thin click adapters like ``cli.main``: open the journal, make one library call, print.
 """
@@ -10,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from checkpoint_mcp.cli.approvals import journal_approvals, journal_approve
 from checkpoint_mcp.cli.journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.cli.reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
@@ -24,6 +26,8 @@ def journal_group() -> None:
 
 
 journal_group.add_command(journal_reconcile)
+journal_group.add_command(journal_approvals)
+journal_group.add_command(journal_approve)
 
 
 @journal_group.command("ls")

@@ -11,6 +11,8 @@ from typing import Any
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import audit, chain, report
+from checkpoint_mcp.journal.approval_rows import Approval
+from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import (
     REDACTED_ARGUMENTS,
     CallRecord,
@@ -80,6 +82,23 @@ def resolve(
         return journal.resolve(workflow, seq, action, outcome, getpass.getuser(), socket.gethostname())
     finally:
         ownership.release()
+
+
+def approval_requests(journal: Journal, workflow: str | None = None) -> list[Approval]:
+    """The approval requests of ``workflow`` (of every workflow if None), newest first."""
+    return journal.approvals(workflow) if isinstance(journal, ApprovalStore) else []
+
+
+def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str | None = None) -> Approval:
+    """A person's decision on the pending approval request ``approval_id``, recorded as this OS user on this host
+    (as `resolve` records who resolved a call). Needs no ownership: the proxy that asked is usually still live.
+
+    Raises:
+        UsageError: no such request, or it is not pending (already decided, used or expired).
+    """
+    if not isinstance(journal, ApprovalStore):
+        raise UsageError("this journal keeps no approval requests")
+    return journal.decide_approval(approval_id, grant, f"{getpass.getuser()}@{socket.gethostname()}", reason)
 
 
 def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], list[str]]:

@@ -5,23 +5,28 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+from checkpoint_mcp.intercept.approvals import store_of
 from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.approval_rows import ApprovalState
+from checkpoint_mcp.journal.base import utc_now
 
 from support import ProxyProcess, checkpoint_argv, server_cmd
 
-POLICY = '[tools.send_email]\napprove = "operator"\n'
+EXPIRED = ApprovalState.EXPIRED
+POLICY = '[tools.send_email]\napprove = "operator"\n[tools.send_quiet]\napprove = "operator"\napproval_expires = "1s"\n'
 
 
-def agent_call(journal: str, tmp_path: Path, to: str) -> dict[str, Any]:
+def agent_call(journal: str, tmp_path: Path, to: str, tool: str = "send_email") -> dict[str, Any]:
     rules = tmp_path / "policy.toml"
     rules.write_text(POLICY, encoding="utf-8")
     argv = ["--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--policy", str(rules)]
     with ProxyProcess(*argv, "--workflow-id", "wf", env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}) as proxy:
         proxy.initialize()
-        reply = proxy.call("send_email", {"to": to})
+        reply = proxy.call(tool, {"to": to})
         assert proxy.close() == 0, proxy.stderr
     return reply
 
@@ -33,8 +38,8 @@ def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def requested(journal: str, tmp_path: Path, to: str) -> int:
-    number = agent_call(journal, tmp_path, to)["error"]["data"]["approval"]
+def requested(journal: str, tmp_path: Path, to: str, tool: str = "send_email") -> int:
+    number = agent_call(journal, tmp_path, to, tool)["error"]["data"]["approval"]
     assert isinstance(number, int)
     return number
 
@@ -46,15 +51,17 @@ def every_step(journal: str, tmp_path: Path) -> tuple[int, int, int, int]:
     assert "result" in agent_call(journal, tmp_path, "bob")
     denied = requested(journal, tmp_path, "eve")
     cli("journal", "approve", "--journal", journal, str(denied), "--deny", "--reason", "not a customer")
-    expired = requested(journal, tmp_path, "carol")
+    expired = requested(journal, tmp_path, "carol", "send_quiet")
     cli("journal", "approve", "--journal", journal, str(expired))
-    aged = open_journal(journal)
-    try:
-        with aged.transaction():
-            aged.execute("UPDATE approvals SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (expired,))
+    reader = open_journal(journal)
+    try:  # send_quiet's grants hold 1s: wait for this one to pass its time (the chain forbids aging it by hand)
+        deadline = time.monotonic() + 10
+        while (grant := store_of(reader).approval(expired)) is None or grant.state_at(utc_now()) is not EXPIRED:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
     finally:
-        aged.close()
-    fresh = requested(journal, tmp_path, "carol")  # the proxy records the expiry, then asks anew
+        reader.close()
+    fresh = requested(journal, tmp_path, "carol", "send_quiet")  # the proxy records the expiry, then asks anew
     return used, denied, expired, fresh
 
 
@@ -71,9 +78,9 @@ def test_verify_stays_clean_and_show_tells_every_step_of_every_approval(journal:
     assert "used by call #1: the approved call ran" in shown
     assert "denied by " in shown
     assert "not a customer" in shown
-    assert f"approval #{expired} (send_email) at " in shown
+    assert f"approval #{expired} (send_quiet) at " in shown
     assert "expired: granted, but not used in time" in shown
-    assert f"approval #{fresh} (send_email) at " in shown
+    assert f"approval #{fresh} (send_quiet) at " in shown
 
     one = cli("journal", "show", "--journal", journal, "wf", "--seq", "1").stdout
     steps = [line.strip() for line in one.splitlines() if line.strip().startswith(f"approval #{used} ")]
@@ -114,3 +121,47 @@ def test_export_carries_the_requests_and_verifies_offline(journal: str, tmp_path
     broken = cli("journal", "verify", "--export", str(tmp_path / "edited.jsonl"), ok=False)
     assert broken.returncode == 1
     assert "edited" in broken.stdout
+
+
+def test_approval_rows_changed_by_hand_are_named_by_verify_online_and_offline(journal: str, tmp_path: Path) -> None:
+    denied = requested(journal, tmp_path, "eve")
+    cli("journal", "approve", "--journal", journal, str(denied), "--deny")
+    waiting = requested(journal, tmp_path, "bob")
+    exported = cli("journal", "export", "--journal", journal, "wf").stdout
+    # Offline: a denial turned into a grant in the export file is caught.
+    forged = "\n".join(
+        json.dumps({**line, "stored_state": "granted"}) if line.get("id") == denied and line["type"] == "approval"
+        else json.dumps(line)
+        for line in map(json.loads, exported.splitlines())
+    )  # fmt: skip
+    (tmp_path / "forged.jsonl").write_text(forged, encoding="utf-8")
+    offline = cli("journal", "verify", "--export", str(tmp_path / "forged.jsonl"), "--json", ok=False)
+    assert offline.returncode == 1
+    (report,) = json.loads(offline.stdout)["workflows"]
+    assert [b["message"] for b in report["breaks"]] == [
+        f"edited: the row of approval #{denied} was changed: its state is granted, the chain says denied"
+    ]
+    # Online: the same forgery in the database, a waiting request removed, another slipped in.
+    tamper = open_journal(journal)
+    try:
+        with tamper.transaction():
+            tamper.execute(
+                "UPDATE approvals SET state = 'granted', expires_at = '2999-01-01T00:00:00.000Z' WHERE id = ?",
+                (denied,),
+            )
+            tamper.execute(
+                "INSERT INTO approvals (workflow_id, tool, arguments, signature, call_key, state, requested_at,"
+                " requested_by, expires_after) VALUES ('wf', 'send_email', '{}', 'x', 'x', 'granted', 'now', '{}', 60)"
+            )
+            tamper.execute("DELETE FROM approvals WHERE id = ?", (waiting,))  # after: SQLite would reuse its id
+    finally:
+        tamper.close()
+    online = cli("journal", "verify", "--journal", journal, "wf", "--json", ok=False)
+    assert online.returncode == 1
+    (report,) = json.loads(online.stdout)["workflows"]
+    kinds = sorted(b["kind"] for b in report["breaks"])
+    assert kinds == ["edited", "inserted", "removed"]
+    messages = " | ".join(b["message"] for b in report["breaks"])
+    assert f"approval #{denied} was changed: its state is granted, the chain says denied" in messages
+    assert f"removed: approval #{waiting} (send_email) is in the chain but its row is gone" in messages
+    assert "has a row but no link" in messages

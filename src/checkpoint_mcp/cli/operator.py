@@ -158,7 +158,7 @@ def journal_resolve(
 def journal_export(location: str, workflow: str | None) -> None:
     """Print WORKFLOW's calls, resolutions, approval requests and hash chain links as JSON lines (by default, the
     journal's default workflow); `checkpoint journal verify --export FILE` checks such a file without the database."""
-    from checkpoint_mcp.journal import approval_report, operations, report
+    from checkpoint_mcp.journal import operations, report
     from checkpoint_mcp.journal.base import utc_now
 
     workflow = _workflow(location, workflow)
@@ -172,7 +172,7 @@ def journal_export(location: str, workflow: str | None) -> None:
         click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
     now = utc_now()
     for found in reversed(approvals):  # oldest first, as the other lines
-        click.echo(json.dumps(approval_report.approval_json(found, now), ensure_ascii=False))
+        click.echo(json.dumps(operations.export_approval_json(found, now), ensure_ascii=False))
     for link in links:
         click.echo(json.dumps(operations.link_json(link), ensure_ascii=False))
 

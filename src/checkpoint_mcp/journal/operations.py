@@ -227,7 +227,7 @@ def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainRe
             elif item["type"] == "approval":
                 approvals.setdefault(item["workflow"], []).append(approval_audit.exported_facts(item))
         except (ValueError, KeyError, TypeError) as exc:
-            message = f"line {number} of the export is not a link or call of `checkpoint journal export`: {exc}"
+            message = f"line {number} of the export is not a line of `checkpoint journal export`: {exc}"
             raise UsageError(message) from exc
     return [
         _with_approvals(

@@ -1,4 +1,5 @@
-"""`checkpoint journal …`: the operator's commands (ls, show, resolve, export, gc, ui, reconcile, verify).
+"""`checkpoint journal …`: the operator's commands (ls, show, resolve, export, gc, ui, reconcile, verify, approvals,
+approve).
 
 Thin click adapters like ``cli.main``: open the journal, make one library call, print.
 """
@@ -10,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from checkpoint_mcp.cli.approvals import journal_approvals, journal_approve
 from checkpoint_mcp.cli.journal import audit_key_option, emit_json, journal_option, journal_verify, json_option, opened
 from checkpoint_mcp.cli.reconcile import journal_reconcile, settle_action_from, settle_options
 from checkpoint_mcp.errors import CheckpointError
@@ -24,6 +26,8 @@ def journal_group() -> None:
 
 
 journal_group.add_command(journal_reconcile)
+journal_group.add_command(journal_approvals)
+journal_group.add_command(journal_approve)
 
 
 @journal_group.command("ls")
@@ -79,13 +83,11 @@ def journal_show(location: str, as_json: bool, workflow: str | None, seq: int | 
                 {
                     **report.call_json(matching[0]),
                     "resolutions": [report.resolution_json(r) for r in resolutions if r.seq == seq],
-                    "policyNotes": [notes.note_json(n) for n in policy if n.seq == seq],
+                    "policyNotes": [notes.note_json(n) for n in notes.of_call(policy, seq)],
                 }
             )
         else:
-            click.echo(
-                notes.with_notes(report.render_call(matching[0], resolutions), [n for n in policy if n.seq == seq])
-            )
+            click.echo(notes.with_notes(report.render_call(matching[0], resolutions), notes.of_call(policy, seq)))
         return
     if as_json:
         emit_json(
@@ -154,18 +156,23 @@ def journal_resolve(
 @journal_option
 @click.argument("workflow", required=False)
 def journal_export(location: str, workflow: str | None) -> None:
-    """Print WORKFLOW's calls, resolutions and hash chain links as JSON lines (by default, the journal's default
-    workflow); `checkpoint journal verify --export FILE` checks such a file without the database."""
+    """Print WORKFLOW's calls, resolutions, approval requests and hash chain links as JSON lines (by default, the
+    journal's default workflow); `checkpoint journal verify --export FILE` checks such a file without the database."""
     from checkpoint_mcp.journal import operations, report
+    from checkpoint_mcp.journal.base import utc_now
 
     workflow = _workflow(location, workflow)
     with opened(location) as journal:
         _, calls, resolutions = operations.describe(journal, workflow)
+        approvals = operations.approval_requests(journal, workflow)
         links = journal.links(workflow)
     for record in calls:
         click.echo(json.dumps(operations.export_call_json(record), ensure_ascii=False))
     for resolution in resolutions:
         click.echo(json.dumps(report.resolution_json(resolution), ensure_ascii=False))
+    now = utc_now()
+    for found in reversed(approvals):  # oldest first, as the other lines
+        click.echo(json.dumps(operations.export_approval_json(found, now), ensure_ascii=False))
     for link in links:
         click.echo(json.dumps(operations.link_json(link), ensure_ascii=False))
 

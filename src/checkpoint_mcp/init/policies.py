@@ -14,6 +14,9 @@ argument names (``inputSchema.properties``):
   repeat runs and an in-doubt call is sent again as it is;
 - anything else (the spec's defaults: destructive, not idempotent) → ``repeat = "refuse"`` within ``24h``.
 
+A destructive tool (``destructiveHint: true``, or neither read-only nor idempotent) also gets ``approve =
+"operator"`` as a comment: off by default, one uncommented line away from waiting for a person's approval.
+
 A server that cannot be asked gets ``[default]`` alone. This module is pure: asking the servers is the caller's
 (``cli`` does it with ``upstream``, which this room may not import), through a ``ToolLister``.
 """
@@ -113,8 +116,15 @@ def _header(server: str, how: str) -> str:
 # A tool with no hints at all is taken as destructive: if it only reads, give it journal = false.
 # To compare only some arguments when looking for a repeat: match = ["/to", "/subject"] (JSON pointers),
 # or leave some out: ignore = ["/request_id"].
+# To make each call of a destructive tool wait for a person's approval of its exact arguments, uncomment the
+# line approve = "operator" in its table (checkpoint journal approvals lists the waiting calls; approve decides).
 # To write the tables again from the server: checkpoint policy suggest --upstream-cmd ... --name NAME
 """
+
+
+_APPROVE: Final = (
+    '# approve = "operator"            # uncomment: each call waits for a person\'s approval of its exact arguments\n'
+)
 
 
 _DEFAULT: Final = f"""\
@@ -142,7 +152,10 @@ def _table(name: str, tool: Mapping[str, Any]) -> str:
         else:
             why = "not read-only, not idempotent: a repeat is refused."
         body = f'repeat = "refuse"\nwindow = "{WINDOW}"'
-    return f"# {why}{arguments}\n{key}\n{body}\n"
+    destructive = hints.get("readOnlyHint") is not True and (
+        hints.get("destructiveHint") is True or hints.get("idempotentHint") is not True
+    )
+    return f"# {why}{arguments}\n{key}\n{body}\n" + (_APPROVE if destructive else "")
 
 
 def _arguments(tool: Mapping[str, Any]) -> str:

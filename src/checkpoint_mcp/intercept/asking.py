@@ -247,7 +247,9 @@ class AsksUsers:
         """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
         False when the refusal stands."""
         policy, asker, params = self._config.policy, self._asker, message.params
-        if policy is None or asker is None or not asker.wants(refusal, policy.rule_for(params["name"])):
+        if policy is None or asker is None or not isinstance(refusal, ApprovalRequired):
+            return False  # a call refused for anything else (a missing name too) is answered as it is
+        if not asker.wants(refusal, policy.rule_for(params["name"])):
             return False
         meta = params.get("_meta")
         if isinstance(meta, dict) and asks_in_form(meta.get(_CAPABILITIES)):  # 2026-07-28: one more round

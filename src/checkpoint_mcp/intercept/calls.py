@@ -447,7 +447,7 @@ class CallJournal:
         stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
         workflow = self._lineage.head
         since = iso_before(timedelta(seconds=rule.window_seconds)) if guard is not None else None
-        for _ in range(2):  # a grant another process used first, or that expired meanwhile, is looked up again
+        for _ in range(3):  # a grant another process used first, or that expired meanwhile, is looked up again
             found = self._gate.usable(workflow, call.identity or call.signature)
             if found is None:
                 break
@@ -458,9 +458,9 @@ class CallJournal:
                 return Claimed(workflow, seq, call.tool, call.signature, key=key, durable=True, approval=found.id)
             if consumed.repeat is not None:
                 answer = self._answer_repeat(guard, unit, call, rule, consumed.repeat, durable=False)
-                if answer is None:
-                    raise repeats.refusal(consumed.repeat, rule, self._where, call, self._config.redact_args)
-                return answer
+                if answer is not None:
+                    return answer
+                since = None  # its rule lets it run again: only the approval decides now
         if self._cursor == seq + 1:
             self._cursor = seq  # a refused call takes no sequence: the next call gets the one this one would have had
         raise self._gate.refusal(workflow, call.tool, stored, call.signature, call.identity, rule, self._client)

@@ -2,7 +2,7 @@
 
 The interceptor is synchronous and does no I/O of its own except through the journal: the relay hands it the
 complete lines read in one go from one side and writes what it returns. Journal writes go into one unit of work
-that the relay flushes once per turn of its loop, so the calls and answers of a burst, from both sides, share
+that the relay flushes as each turn of its loop ends, so the calls and answers of a burst, from both sides, share
 one durable commit (group commit). Nothing that depends on a write is released before that commit: a PENDING
 row is durable before the upstream sees the call, a COMPLETED row before the client sees the reply; the lines
 behind such a line wait with it so that order is kept, except a request not journaled and its answer, which pass

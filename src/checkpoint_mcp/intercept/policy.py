@@ -159,8 +159,10 @@ class ToolRule:
     @property
     def catches_repeats(self) -> bool:
         """Whether a call of this tool is ever looked up as a repeat (journaled, not read-only, not allow); an
-        idempotent tool's is, to find an in-doubt original to re-send (a completed one runs again)."""
-        return self.journal and not self.read_only and (self.repeat is not Repeat.ALLOW or self.idempotent)
+        idempotent tool's is, to find an in-doubt original to re-send (a completed one runs again), and so is one
+        under ``approve``, so that a person is never asked to approve again a call that may have run (in doubt)."""
+        repeats = self.repeat is not Repeat.ALLOW or self.idempotent or self.approve is not None
+        return self.journal and not self.read_only and repeats
 
 
 @dataclass(frozen=True)

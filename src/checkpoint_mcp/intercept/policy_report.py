@@ -83,6 +83,9 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         # What makes a repeat: all the arguments, or a part of them (match / ignore).
         "identity": None,
         "confirmWithinSeconds": None,
+        # Who approves each call before it runs (operator | elicit), and how long a grant stays usable (once).
+        "approve": rule.approve.value if journaled and rule.approve is not None else None,
+        "approvalExpiresSeconds": rule.approval_seconds if journaled and rule.approve is not None else None,
     }
     catches = journaled and rule.catches_repeats and not hinted
     if catches and rule.identity is not None:
@@ -120,6 +123,12 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         if row["identity"] is not None:
             repeat += f", same call by {row['identity']}"
         lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
+        if row["approve"] is not None:
+            asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
+            lines.append(
+                f"{'':<{width}}  approve = {row['approve']}: each call waits for {asker[row['approve']]}; "
+                f"a grant is usable once within {format_seconds(row['approvalExpiresSeconds'])}"
+            )
         if row["probe"] is not None:
             probe = row["probe"]
             tests = "; ".join(

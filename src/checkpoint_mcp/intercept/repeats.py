@@ -87,15 +87,16 @@ def identity_of(policy: Policy | None, tool: str, arguments: dict[str, Any]) -> 
 
 
 def verdict(found: CallRecord, rule: ToolRule) -> Action:
-    """What a repeat of ``found`` gets under ``rule`` (whose repeat is replay, refuse or confirm), before
+    """What a repeat of ``found`` gets under ``rule`` (whose repeat is replay, refuse or confirm, or allow under
+    ``approve``), before
     liveness and confirmation: a PENDING original is IN_DOUBT here (the caller tells in flight from in doubt),
     and a COMPLETED one under confirm is CONFIRM_ASKED (the caller tells a confirmation, ``confirms``)."""
     if found.state is CallState.FAILED:
         return Action.RAN_AGAIN
     if found.state is CallState.PENDING:
         return Action.IN_DOUBT
-    if rule.idempotent:
-        return Action.RAN_AGAIN  # the server promises a repeat has no further effect
+    if rule.idempotent or rule.repeat is Repeat.ALLOW:
+        return Action.RAN_AGAIN  # the server promises a repeat has no further effect; or (approve) a person decides
     if rule.repeat is Repeat.CONFIRM:
         return Action.CONFIRM_ASKED
     return Action.REPLAYED if rule.repeat is Repeat.REPLAY else Action.REFUSED

@@ -139,11 +139,16 @@ class ApprovalStore(Statements):
                 raise UsageError(f"approval #{approval_id} is {shown}, not pending: it cannot be decided again")
             state = ApprovalState.GRANTED if grant else ApprovalState.DENIED
             expires_at = later(now, found.expires_after) if grant else None
-            self.execute(
+            changed = self.execute(
                 "UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, reason = ?, expires_at = ?"
                 " WHERE id = ? AND state = 'pending'",
                 (state.value, now, by, reason, expires_at, approval_id),
-            )
+            ).rowcount
+            if changed != 1:  # another decision (PostgreSQL, read committed) came first: the row says whose
+                won = self._one_approval("id = ?", (approval_id,))
+                shown = won.state_at(now).value if won is not None else "gone"
+                who = f" by {won.decided_by}" if won is not None and won.decided_by else ""
+                raise UsageError(f"approval #{approval_id} was {shown}{who} meanwhile: it cannot be decided again")
             action = "granted" if grant else "denied"
             detail = _detail(found, action, by=by, reason=reason, expiresAt=expires_at)
             self.link_txn([Event(found.workflow, EVENT_KIND, None, detail, now)])
@@ -156,7 +161,9 @@ class ApprovalStore(Statements):
             found = self._one_approval("id = ? AND state = 'granted' AND expires_at <= ?", (approval_id, now))
             if found is None:
                 return False
-            self.execute("UPDATE approvals SET state = 'expired' WHERE id = ? AND state = 'granted'", (approval_id,))
+            expired = "UPDATE approvals SET state = 'expired' WHERE id = ? AND state = 'granted'"
+            if self.execute(expired, (approval_id,)).rowcount != 1:
+                return False  # used meanwhile, by a call another process reserved on it
             self.link_txn([Event(found.workflow, EVENT_KIND, None, _detail(found, "expired"), now)])
         return True
 

@@ -2,8 +2,9 @@
 
 A tool policy records what it did of note on the journal's hash chain (``events``, schema v4): a repeat caught
 by its content is an event of kind ``repeat`` on the original call's workflow and sequence, whose detail says
-what was done. `checkpoint journal show`, the operator's pages and the resume brief list them; `export` carries
-them as links.
+what was done; each step of an approval request (``approve``: requested, granted, denied, used, expired) is an
+event of kind ``approval``, on the call's sequence once a call used it. `checkpoint journal show`, the operator's
+pages and the resume brief list them; `export` carries them as links.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Final, NamedTuple
 from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal.chain import Link
 
-NOTED_KINDS: Final = frozenset({"repeat"})
+NOTED_KINDS: Final = frozenset({"repeat", "approval"})
 """Event kinds the views list as policy notes."""
 
 _ACTIONS: Final = {
@@ -26,6 +27,15 @@ _ACTIONS: Final = {
     "ran_again": "ran again: the original had failed",
     "confirm_asked": 'refused, asking for a confirmation (repeat = "confirm")',
     "confirmed": "confirmed: sent again within confirm_within, it ran again",
+}
+
+
+_APPROVAL_ACTIONS: Final = {
+    "requested": "requested: the call waits for a person's approval",
+    "granted": "granted by {by}{reason} (usable once until {expiresAt})",
+    "denied": "denied by {by}{reason}",
+    "used": "used by call #{seq}: the approved call ran",
+    "expired": "expired: granted, but not used in time",
 }
 
 
@@ -60,13 +70,36 @@ def policy_notes(links: Iterable[Link]) -> list[PolicyNote]:
 
 
 def note_text(note: PolicyNote) -> str:
-    """``repeat of #1 (send_email) at …: refused (<REPEAT_REFUSED>) [tools.send_email, window 24h]``."""
+    """``repeat of #1 (send_email) at …: refused (<REPEAT_REFUSED>) [tools.send_email, window 24h]``, or
+    ``approval #2 (send_email) at …: denied by alice@host-a: wrong customer``."""
+    if note.kind == "approval":
+        return _approval_text(note)
     action = str(note.detail.get("action", ""))
     what = _ACTIONS.get(action, action)
     rule = note.detail.get("rule")
     window = note.detail.get("window")
     where = f" [{rule}, window {window}]" if rule else ""
     return f"{note.kind} of #{note.seq} ({note.tool}) at {note.at}: {what}{where}"
+
+
+def _approval_text(note: PolicyNote) -> str:
+    action = str(note.detail.get("action", ""))
+    reason = note.detail.get("reason")
+    told = {
+        "by": note.detail.get("by", "?"),
+        "reason": f": {reason}" if reason else "",
+        "expiresAt": note.detail.get("expiresAt", "?"),
+        "seq": note.seq,
+    }
+    what = _APPROVAL_ACTIONS[action].format(**told) if action in _APPROVAL_ACTIONS else action
+    return f"approval #{note.detail.get('id', '?')} ({note.tool}) at {note.at}: {what}"
+
+
+def of_call(notes: Iterable[PolicyNote], seq: int) -> list[PolicyNote]:
+    """The notes about call ``seq``: its own, and every step of the approval it ran on (from the request on)."""
+    chosen = list(notes)
+    approvals = {n.detail.get("id") for n in chosen if n.kind == "approval" and n.seq == seq}
+    return [n for n in chosen if n.seq == seq or (n.kind == "approval" and n.detail.get("id") in approvals)]
 
 
 def note_json(note: PolicyNote) -> dict[str, Any]:

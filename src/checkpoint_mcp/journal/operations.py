@@ -10,7 +10,9 @@ from datetime import timedelta
 from typing import Any
 
 from checkpoint_mcp.errors import FAILED_BY_OPERATOR, UsageError, WorkflowOwned
-from checkpoint_mcp.journal import audit, chain, report
+from checkpoint_mcp.journal import approval_audit, approval_report, audit, chain, report
+from checkpoint_mcp.journal.approval_rows import Approval
+from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import (
     REDACTED_ARGUMENTS,
     CallRecord,
@@ -82,6 +84,23 @@ def resolve(
         ownership.release()
 
 
+def approval_requests(journal: Journal, workflow: str | None = None) -> list[Approval]:
+    """The approval requests of ``workflow`` (of every workflow if None), newest first."""
+    return journal.approvals(workflow) if isinstance(journal, ApprovalStore) else []
+
+
+def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str | None = None) -> Approval:
+    """A person's decision on the pending approval request ``approval_id``, recorded as this OS user on this host
+    (as `resolve` records who resolved a call). Needs no ownership: the proxy that asked is usually still live.
+
+    Raises:
+        UsageError: no such request, or it is not pending (already decided, used or expired).
+    """
+    if not isinstance(journal, ApprovalStore):
+        raise UsageError("this journal keeps no approval requests")
+    return journal.decide_approval(approval_id, grant, f"{getpass.getuser()}@{socket.gethostname()}", reason)
+
+
 def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], list[str]]:
     """Remove finished calls older than ``age`` from every workflow no live proxy owns.
 
@@ -110,7 +129,22 @@ def verify(journal: Journal, workflow: str | None, key: bytes | None) -> list[au
     if workflow is not None and workflow not in known:
         raise UsageError(f"the journal has no workflow {workflow!r} (known: {', '.join(known) or 'none'})")
     chosen = known if workflow is None else [workflow]
-    return [audit.verify_chain(w, journal.links(w), _call_rows(journal.calls(w)), key) for w in chosen]
+    reports = []
+    for name in chosen:
+        links = journal.links(name)
+        found = audit.verify_chain(name, links, _call_rows(journal.calls(name)), key)
+        rows = [approval_audit.facts(a) for a in approval_requests(journal, name)]
+        reports.append(_with_approvals(found, links, rows))
+    return reports
+
+
+def _with_approvals(
+    report: audit.ChainReport, links: list[chain.Link], rows: list[approval_audit.ApprovalFacts]
+) -> audit.ChainReport:
+    """``report`` with the approval rows that differ from the chain, once the chain itself holds."""
+    if not report.ok:
+        return report  # the first break is the chain's own: rows are checked against a chain that holds
+    return report._replace(breaks=tuple(approval_audit.approval_breaks(links, rows, report.start)))
 
 
 def link_json(link: chain.Link) -> dict[str, Any]:
@@ -126,6 +160,12 @@ def link_json(link: chain.Link) -> dict[str, Any]:
         "prev": link.prev,
         "hash": link.hash,
     }
+
+
+def export_approval_json(found: Approval, now: str) -> dict[str, Any]:
+    """One approval request for `export`: as `approvals --json` has it, plus its arguments exactly as stored (what
+    the chain's digest covers, so that `verify --export` can check them)."""
+    return {**approval_report.approval_json(found, now), "stored": {"arguments": found.arguments}}
 
 
 def export_call_json(record: CallRecord) -> dict[str, Any]:
@@ -169,6 +209,7 @@ def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainRe
     """
     links: dict[str, list[chain.Link]] = {}
     rows: dict[str, dict[int, dict[str, Any]]] = {}
+    approvals: dict[str, list[approval_audit.ApprovalFacts]] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -183,10 +224,16 @@ def verify_export(lines: Iterable[str], key: bytes | None) -> list[audit.ChainRe
                 links.setdefault(found.workflow, []).append(found)
             elif item["type"] == "call":
                 rows.setdefault(item["workflow"], {})[int(item["seq"])] = _exported_row(item)
+            elif item["type"] == "approval":
+                approvals.setdefault(item["workflow"], []).append(approval_audit.exported_facts(item))
         except (ValueError, KeyError, TypeError) as exc:
-            message = f"line {number} of the export is not a link or call of `checkpoint journal export`: {exc}"
+            message = f"line {number} of the export is not a line of `checkpoint journal export`: {exc}"
             raise UsageError(message) from exc
     return [
-        audit.verify_chain(w, links.get(w, []), rows.get(w, {}), key)  # links in the file's order
-        for w in sorted(set(links) | set(rows))
+        _with_approvals(
+            audit.verify_chain(w, links.get(w, []), rows.get(w, {}), key),  # links in the file's order
+            links.get(w, []),
+            approvals.get(w, []),
+        )
+        for w in sorted(set(links) | set(rows) | set(approvals))
     ]

@@ -21,6 +21,7 @@ Lifecycle (every wait is bounded):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import select
@@ -70,7 +71,7 @@ class Relay:
         self._hurry = asyncio.Event()
         self._signal: int | None = None
         self._fatal: str | None = None
-        self._flush_scheduled = False
+        self._flush_handle: asyncio.Handle | None = None  # a commit left to the next loop turn (``_schedule_flush``)
         self._committer = committer
         self._committing: asyncio.Future[None] | None = None  # done when the committer has answered
         self._client_reader: asyncio.ReadTransport | None = None
@@ -111,17 +112,29 @@ class Relay:
             self._upstream.send(b"".join(lines))
 
     def _schedule_flush(self) -> None:
-        """Commit the journal writes of this turn once both pipes' callbacks of the turn have run, so a burst
-        of calls and answers shares one durable commit."""
-        if not self._flush_scheduled and self._committing is None and self._interceptor.needs_flush:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._begin_flush)
+        """Commit the journal writes of this loop turn where its last callback has run: at once when nothing else
+        is ready in the turn (a call alone, sequentially: no second turn just to commit it), else once the rest
+        has run (both pipes read in one turn share one durable commit under load: group commit)."""
+        if self._committing is not None or not self._interceptor.needs_flush:
+            return
+        loop = asyncio.get_running_loop()
+        if _turn_ends(loop, self._flush_handle):
+            self._begin_flush()
+        elif self._flush_handle is None:
+            # Whichever of the turn's callbacks runs last commits (its ``_schedule_flush``); this one is for a
+            # turn whose last callback is not ours.
+            self._flush_handle = loop.call_soon(self._begin_flush)
+
+    def _unschedule_flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
 
     def _begin_flush(self) -> None:
         """Once per loop turn: commit here if the journal says that is cheaper and cannot wait, else hand the
         batch to the committer and go on; what waits for it is released in ``_committed``, and the writes of the
         turns meanwhile go in the next commit (as the gateway's ``Channel`` does)."""
-        self._flush_scheduled = False
+        self._unschedule_flush()
         committer = self._committer
         if committer is None:
             self._flush()
@@ -173,7 +186,7 @@ class Relay:
 
     def _flush(self) -> None:
         """Commit on the event loop, now; never while the committer has a batch (``_settle_commits`` first)."""
-        self._flush_scheduled = False
+        self._unschedule_flush()
         if self._committing is not None or not self._interceptor.needs_flush:
             return
         try:
@@ -392,6 +405,19 @@ async def _first(*aws: Any) -> None:
     finally:
         for task in tasks:
             task.cancel()
+
+
+def _turn_ends(loop: asyncio.AbstractEventLoop, own: asyncio.Handle | None) -> bool:
+    """Whether nothing but ``own`` is left to run in this turn of ``loop`` (no other callback is ready).
+
+    asyncio's loop keeps its ready callbacks in ``_ready``: those of this turn not yet run (a read of the other
+    pipe among them) and those scheduled since. No public API says so; a loop without it (uvloop) gets False, and
+    the commit waits for the next turn, as it always did.
+    """
+    ready = getattr(loop, "_ready", None)
+    if not isinstance(ready, collections.deque):
+        return False
+    return not ready or (len(ready) == 1 and ready[0] is own)
 
 
 def _pollable(fd: int) -> bool:

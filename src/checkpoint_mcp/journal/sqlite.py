@@ -30,8 +30,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
+from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, utc_now
-from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
 
@@ -43,6 +44,11 @@ BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's tran
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 FILE_MODE = 0o600  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
 FOLDER_MODE = 0o700  # <journal>.owners/
+HEADS_REMEMBERED = 1024  # chain heads a connection remembers (a proxy writes a handful of chains; an operator's
+# command that touches every workflow, many: past this, forgotten and read again, one SELECT each)
+
+_HEAD_BEFORE = "SELECT hash FROM events WHERE workflow_id = ? AND id < ? ORDER BY id DESC LIMIT 1"
+_UNLINK = "DELETE FROM events WHERE id >= ?"  # the links this transaction just inserted, from the first one
 
 MIGRATIONS = schema(big_integer="INTEGER", identity="INTEGER PRIMARY KEY")
 """version -> statements that bring a journal from version-1 to version."""
@@ -188,6 +194,8 @@ class SqliteJournal(SqlJournal):
             _warn_if_shared(self.path)
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
+        self._heads: dict[str, str] = {}  # workflow -> its chain's newest hash, as this connection last wrote it
+        self._next_link: int | None = None  # the id the next link takes if no other connection inserts one first
         with _translated(self.path, "open"):
             self._con = sqlite3.connect(
                 target, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
@@ -284,11 +292,13 @@ class SqliteJournal(SqlJournal):
             try:
                 yield
             except BaseException:
+                self._forget()
                 self._con.execute("ROLLBACK")
                 raise
             try:
                 self._con.execute("COMMIT")
             except sqlite3.Error:
+                self._forget()
                 if self._con.in_transaction:
                     self._con.execute("ROLLBACK")
                 raise
@@ -311,11 +321,13 @@ class SqliteJournal(SqlJournal):
             try:
                 self.write_txn(groups)
             except BaseException:
+                self._forget()
                 con.execute("ROLLBACK")
                 raise
             try:
                 con.execute("COMMIT")
             except sqlite3.Error:
+                self._forget()
                 if con.in_transaction:
                     con.execute("ROLLBACK")
                 raise
@@ -327,6 +339,70 @@ class SqliteJournal(SqlJournal):
         if self._lowered and not self._con.in_transaction:
             self._synced(True)
         self._con.executemany(sql, rows)
+
+    def link_txn(self, events: Sequence[Event]) -> None:
+        """As ``SqlJournal.link_txn``, from the chain heads this connection remembers from its own commits.
+
+        Reading each chain's head was a statement of every commit (two of every journaled call); here a head is
+        read once, then remembered. A remembered head is stale if another connection appended to its chain
+        since (an operator's command, an event recorded by another process). That needs no statement to rule
+        out: ``events.id`` is a rowid, one more than the largest, so when this commit's first link took the id
+        after this connection's last one, no other connection inserted a link meanwhile. When it took another,
+        the remembered heads are compared with the links stored before it; if one chain moved on, this commit's
+        links are deleted and made again from the heads read now (BEGIN IMMEDIATE holds the write lock, so they
+        stay the newest). A remembered head can cost a read, never fork a chain. A rolled-back transaction
+        forgets every head (``_forget``).
+        """
+        if not events:
+            return
+        known = self._heads
+        heads: dict[str, str] = {}
+        remembered: list[str] = []
+        unknown: list[str] = []
+        for workflow in {event.workflow for event in events}:
+            head = known.get(workflow)
+            if head is None:
+                unknown.append(workflow)
+            else:
+                heads[workflow] = head
+                remembered.append(workflow)
+        if unknown:
+            heads.update(self.chain_heads(sorted(unknown)))
+        rows = chain.append(events, self.audit_key, lambda _: heads)
+        first = self._insert_links(rows)
+        if remembered and first != self._next_link and self._moved(remembered, heads, first):
+            logger.debug("journal %s: a chain moved on since this connection wrote it; linking again", self.path)
+            self._con.execute(_UNLINK, (first,))
+            fresh = self.chain_heads(sorted({event.workflow for event in events}))
+            rows = chain.append(events, self.audit_key, lambda _: fresh)
+            first = self._insert_links(rows)
+        self._next_link = first + len(rows)
+        if len(known) > HEADS_REMEMBERED:
+            known.clear()
+        for row in rows:  # in chain order: each workflow's newest link last
+            known[row[0]] = row[6]
+
+    def _insert_links(self, rows: Sequence[Sequence[Any]]) -> int:
+        """Insert rows of ``events`` (at least one); the id of the first (the others take the ids after it: the
+        write lock is ours)."""
+        first = self._con.execute(chain.INSERT_LINK, rows[0]).lastrowid
+        if len(rows) > 1:
+            self._con.executemany(chain.INSERT_LINK, rows[1:])
+        return int(first or 0)
+
+    def _moved(self, workflows: Sequence[str], heads: dict[str, str], before: int) -> bool:
+        """Whether the newest stored link before id ``before`` of any of ``workflows`` is not its head in
+        ``heads`` (another connection appended to it since this one did)."""
+        for workflow in workflows:
+            row = self._con.execute(_HEAD_BEFORE, (workflow, before)).fetchone()
+            if (row[0] if row else "") != heads[workflow]:
+                return True
+        return False
+
+    def _forget(self) -> None:
+        """Forget the remembered heads: the transaction that may have written them is rolled back."""
+        self._heads.clear()
+        self._next_link = None
 
     def finish_calls(self, rows: Sequence[Sequence[Any]]) -> list[bool]:
         """As ``SqlJournal.finish_calls``, several rows by one ``executemany`` inside a savepoint: when every row

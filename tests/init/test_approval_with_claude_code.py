@@ -10,15 +10,15 @@ sends it again, and exactly one e-mail goes out.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from scripted_model import ScriptedModel, ToolCall
 
 from .claude_project import MAIL, SEND, Project, first_brief, mail_project, session
+from support import checkpoint_argv
 
 
 @pytest.fixture
@@ -34,14 +34,11 @@ def project(tmp_path: Path) -> Project:
 
 
 def approve(journal: Path, approval_id: int) -> None:
-    """A person approves the request. The `checkpoint journal approve` command itself is driven by the operator
-    CLI's own tests; here the decision is stored through the same library call that command makes."""
-    store = open_journal(str(journal), create=False)
-    try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval_id, True, "alice")
-    finally:
-        store.close()
+    """A person approves the request with the command the model was shown (the real `checkpoint journal approve`)."""
+    argv = checkpoint_argv("journal", "approve", "--journal", str(journal), str(approval_id))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"approval #{approval_id} granted" in done.stdout, done.stdout
 
 
 @pytest.mark.timeout(120)

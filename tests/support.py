@@ -277,3 +277,31 @@ def headless(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float,
         pytest.fail(f"{Path(argv[0]).name} did not end within {timeout:g} s:\n{out[-3000:]}\n{saw}")
     assert child.returncode == 0, out[-3000:]
     return out
+
+
+def approval_requests(location: str, workflow: str | None = None) -> list[Any]:
+    """The approval requests of the journal at ``location`` (of ``workflow``, where given), newest first."""
+    from checkpoint_mcp.journal import open_journal
+    from checkpoint_mcp.journal.approvals import ApprovalStore
+
+    journal = open_journal(location)
+    try:
+        assert isinstance(journal, ApprovalStore)
+        return journal.approvals(workflow)
+    finally:
+        journal.close()
+
+
+def decide_request(location: str, approval_id: int, grant: bool = True, reason: str | None = None) -> str:
+    """A person's decision on request ``approval_id``, stored as `checkpoint journal approve` stores it (by
+    "alice"); returns the journal's location as commands name it (a PostgreSQL URL without its password)."""
+    from checkpoint_mcp.journal import open_journal
+    from checkpoint_mcp.journal.approvals import ApprovalStore
+
+    journal = open_journal(location)
+    try:
+        assert isinstance(journal, ApprovalStore)
+        journal.decide_approval(approval_id, grant, "alice", reason)
+        return journal.location
+    finally:
+        journal.close()

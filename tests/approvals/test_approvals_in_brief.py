@@ -16,7 +16,7 @@ from checkpoint_mcp.journal.approval_digest import APPROVALS_FETCH
 from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.session.effects import APPROVALS_SHOWN
 
-from support import checkpoint_argv, done_count, effects_proxy
+from support import checkpoint_argv, decide_request, done_count, effects_proxy
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 OTHER = {"to": "eve@example.com", "subject": "Your refund"}
@@ -53,13 +53,7 @@ def brief(location: str, project: Path, *options: str) -> str:
 
 def decide(location: str, approval_id: int, grant: bool, reason: str | None = None) -> str:
     """A person's decision, stored as `checkpoint journal approve` stores it; the journal as commands name it."""
-    journal = open_journal(location, create=False)
-    try:
-        assert isinstance(journal, ApprovalStore)
-        journal.decide_approval(approval_id, grant, "alice", reason)
-        return journal.location
-    finally:
-        journal.close()
+    return decide_request(location, approval_id, grant, reason)
 
 
 def test_the_brief_says_what_waits_what_is_approved_and_what_was_denied(location: str, tmp_path: Path) -> None:

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED, IN_DOUBT
-from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, done_count, effects_proxy, journal_states
+from support import ProxyProcess, approval_requests, decide_request, done_count, effects_proxy, journal_states
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 
@@ -54,21 +52,11 @@ def killed_at(journal: str, tmp_path: Path, rules: str, point: str) -> None:
 
 
 def approvals(journal: str) -> dict[int, ApprovalState]:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        return {found.id: found.state for found in store.approvals()}
-    finally:
-        store.close()
+    return {found.id: found.state for found in approval_requests(journal)}
 
 
 def approve(journal: str, approval_id: int) -> None:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval_id, True, "alice")
-    finally:
-        store.close()
+    decide_request(journal, approval_id)
 
 
 def sent(tmp_path: Path) -> int:

@@ -19,11 +19,10 @@ from mcp.shared.exceptions import MCPError
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.intercept.approvals import ELICITED_BY
-from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 
-from support import done_count, server_cmd
+from support import approval_requests, done_count, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice", "body": 'ünïcode, "quotes"'}
 POLICY = '[tools.send_email]\napprove = "elicit"\n'
@@ -79,12 +78,7 @@ def call(
 
 
 def approvals(journal: str) -> list[Approval]:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        return store.approvals()
-    finally:
-        store.close()
+    return approval_requests(journal)
 
 
 def sent(tmp_path: Path) -> int:

@@ -13,7 +13,7 @@ from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
 
-from support import ProxyProcess, done_count, server_cmd
+from support import ProxyProcess, decide_request, done_count, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 POLICY = '[tools.send_email]\napprove = "operator"\n'
@@ -51,11 +51,7 @@ def store(location: str) -> Any:
 
 
 def decide(location: str, approval_id: int, grant: bool = True, reason: str | None = None) -> None:
-    journal = store(location)
-    try:
-        journal.decide_approval(approval_id, grant, "alice", reason)
-    finally:
-        journal.close()
+    decide_request(location, approval_id, grant, reason)
 
 
 def sent(tmp_path: Path) -> int:

@@ -17,11 +17,10 @@ import pytest
 from checkpoint_mcp.errors import APPROVAL_REQUIRED, IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, Reply, effects_gateway, initialize, modern_call, request, sse_data
 
-from support import DEFAULT_TIMEOUT, done_count, journal_calls, read_effects
+from support import DEFAULT_TIMEOUT, approval_requests, decide_request, done_count, journal_calls, read_effects
 
 WORKFLOW = "approvals-gw"
 PATH = f"/w/{WORKFLOW}/mcp"
@@ -69,21 +68,11 @@ def answer(reply: Reply) -> Any:
 
 
 def requests_of(location: str) -> dict[int, Approval]:
-    store = open_journal(location)
-    try:
-        assert isinstance(store, ApprovalStore)
-        return {found.id: found for found in store.approvals(WORKFLOW)}
-    finally:
-        store.close()
+    return {found.id: found for found in approval_requests(location, WORKFLOW)}
 
 
 def decide(location: str, approval_id: int, grant: bool = True) -> None:
-    store = open_journal(location)
-    try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval_id, grant, "alice", None if grant else "not today")
-    finally:
-        store.close()
+    decide_request(location, approval_id, grant, None if grant else "not today")
 
 
 def waiting(reply: Any) -> int:

@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED
-from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
 from checkpoint_mcp.signature import call_signature
 
-from support import done_count, effects_proxy
+from support import approval_requests, decide_request, done_count, effects_proxy
 
 SECRET = {"to": "bob@example.com", "subject": "Salary 98765"}
 OTHER = {"to": "eve@example.com", "subject": "Salary 12345"}
@@ -31,21 +29,11 @@ def call(journal: str, tmp_path: Path, arguments: dict[str, Any]) -> dict[str, A
 
 
 def requests(journal: str) -> list[Approval]:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        return store.approvals()
-    finally:
-        store.close()
+    return approval_requests(journal)
 
 
 def approve(journal: str, approval_id: int) -> None:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval_id, True, "alice")
-    finally:
-        store.close()
+    decide_request(journal, approval_id)
 
 
 def test_a_redacted_request_keeps_the_marker_and_the_digest_and_the_flow_still_works(

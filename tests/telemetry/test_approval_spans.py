@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.errors import APPROVAL_REQUIRED
-from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.approvals import ApprovalStore
 
 from otlp import Receiver
-from support import ProxyProcess, done_count, server_cmd
+from support import ProxyProcess, decide_request, done_count, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 OTHER = {"to": "eve@example.com", "subject": "Your refund"}
@@ -29,12 +27,7 @@ def receiver() -> Any:
 
 def decide(journal: str, approval_id: int, grant: bool) -> None:
     """A person's decision, stored in the journal as `checkpoint journal approve` stores it."""
-    store = open_journal(journal, create=False)
-    try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval_id, grant, "alice", None if grant else "wrong customer")
-    finally:
-        store.close()
+    decide_request(journal, approval_id, grant, None if grant else "wrong customer")
 
 
 def test_refused_and_approved_calls_carry_the_approval_decision_and_id(tmp_path: Path, receiver: Receiver) -> None:

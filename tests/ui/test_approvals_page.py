@@ -17,7 +17,7 @@ from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
 
-from support import ProxyProcess, done_count, server_cmd
+from support import ProxyProcess, approval_requests, done_count, server_cmd
 
 MAIL = {"to": "bob@example.com", "subject": "<b>Your invoice</b>"}
 POLICY = '[tools.send_email]\napprove = "operator"\n'
@@ -40,12 +40,7 @@ def sent(tmp_path: Path) -> int:
 
 
 def requests_of(journal: str) -> dict[int, Approval]:
-    store = open_journal(journal)
-    try:
-        assert isinstance(store, ApprovalStore)
-        return {a.id: a for a in store.approvals()}
-    finally:
-        store.close()
+    return {a.id: a for a in approval_requests(journal)}
 
 
 def test_a_call_approved_from_the_list_runs_once_from_a_fresh_proxy_and_shows_on_its_timeline(

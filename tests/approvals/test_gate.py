@@ -93,7 +93,10 @@ def test_a_call_waits_for_approval_then_runs_once_from_a_fresh_proxy(location: s
         used = next(a for a in journal.approvals() if a.id == approval_id)
         assert used.used_seq == 1
         assert used.decided_by == "alice"
-        kinds = [link.detail for link in journal.links(default_workflow_id(location)) if link.kind == "approval"]
+        links = journal.links(default_workflow_id(location))
+        # The refused repeat did not run: no "ran again" record, only the approval's own events.
+        assert [link.kind for link in links if link.kind == "repeat"] == []
+        kinds = [link.detail for link in links if link.kind == "approval"]
         assert [k for k in kinds if f'"id":{approval_id},' in k and '"action":"used"' in k]
     finally:
         journal.close()

@@ -271,7 +271,8 @@ class CallJournal:
             unit.newest_repeat(found.workflow, found.seq), rule
         ):
             action = repeats.Action.CONFIRMED
-        if action is not repeats.Action.CONFIRMED or durable:
+        gated = rule.approve is not None and action is repeats.Action.RAN_AGAIN  # its approval's events say if it ran
+        if (action is not repeats.Action.CONFIRMED or durable) and not gated:
             repeats.record(unit, found, rule, action, call)
         state = found.state.value
         logger.info(

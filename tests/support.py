@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from checkpoint_mcp.journal.base import CallState
+
 SERVERS = Path(__file__).parent / "servers"
 DEFAULT_TIMEOUT = 20.0
 
@@ -305,3 +307,13 @@ def decide_request(location: str, approval_id: int, grant: bool = True, reason: 
         return journal.location
     finally:
         journal.close()
+
+
+APPROVED_CALL_CRASHES = {
+    "after_approval_used": (CallState.PENDING, {0}),
+    "after_forward": (CallState.PENDING, {0, 1}),
+    "after_upstream_reply": (CallState.PENDING, {1}),
+    "after_complete_commit": (CallState.COMPLETED, {1}),
+}
+"""Where an approved call's proxy is killed (a CHECKPOINT_DEBUG_TRIGGER) -> (the call's row after the crash, the
+times the upstream may have run it)."""

@@ -14,7 +14,15 @@ from checkpoint_mcp.errors import APPROVAL_REQUIRED, IN_DOUBT
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.base import CallState
 
-from support import ProxyProcess, approval_requests, decide_request, done_count, effects_proxy, journal_states
+from support import (
+    APPROVED_CALL_CRASHES,
+    ProxyProcess,
+    approval_requests,
+    decide_request,
+    done_count,
+    effects_proxy,
+    journal_states,
+)
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 
@@ -96,23 +104,14 @@ def test_killed_after_the_approval_the_grant_waits_for_a_fresh_proxy_and_runs_on
     assert journal_states(journal, workflow) == {1: CallState.COMPLETED}
 
 
-# point -> (the call's row after the crash, times the upstream may have run it)
-ON_THE_CALL = {
-    "after_approval_used": (CallState.PENDING, {0}),
-    "after_forward": (CallState.PENDING, {0, 1}),
-    "after_upstream_reply": (CallState.PENDING, {1}),
-    "after_complete_commit": (CallState.COMPLETED, {1}),
-}
-
-
-@pytest.mark.parametrize("point", ON_THE_CALL)
+@pytest.mark.parametrize("point", APPROVED_CALL_CRASHES)
 def test_killed_on_the_approved_call_it_never_runs_twice_nor_on_a_spent_approval(
     journal: str, workflow: str, tmp_path: Path, rules: str, point: str
 ) -> None:
     approval_id = call_once(journal, tmp_path, rules)["error"]["data"]["approval"]
     approve(journal, approval_id)
     killed_at(journal, tmp_path, rules, point)
-    state, possible = ON_THE_CALL[point]
+    state, possible = APPROVED_CALL_CRASHES[point]
     # The approval was used in the transaction that reserved the call: both or neither, never one.
     assert approvals(journal) == {approval_id: ApprovalState.USED}
     assert journal_states(journal, workflow) == {1: state}

@@ -20,7 +20,15 @@ from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import CallState
 from gatewayproc import MODERN, GatewayProcess, Reply, effects_gateway, initialize, modern_call, request, sse_data
 
-from support import DEFAULT_TIMEOUT, approval_requests, decide_request, done_count, journal_calls, read_effects
+from support import (
+    APPROVED_CALL_CRASHES,
+    DEFAULT_TIMEOUT,
+    approval_requests,
+    decide_request,
+    done_count,
+    journal_calls,
+    read_effects,
+)
 
 WORKFLOW = "approvals-gw"
 PATH = f"/w/{WORKFLOW}/mcp"
@@ -190,16 +198,7 @@ def test_the_approval_flow_across_two_replicas(pg_url: str, tmp_path: Path) -> N
     )
 
 
-# point -> (the call's row after the crash, times the upstream may have run it)
-ON_THE_CALL = {
-    "after_approval_used": (CallState.PENDING, {0}),
-    "after_forward": (CallState.PENDING, {0, 1}),
-    "after_upstream_reply": (CallState.PENDING, {1}),
-    "after_complete_commit": (CallState.COMPLETED, {1}),
-}
-
-
-@pytest.mark.parametrize("point", ON_THE_CALL)
+@pytest.mark.parametrize("point", APPROVED_CALL_CRASHES)
 def test_a_replica_killed_on_an_approved_call_leaves_the_other_nothing_to_run_it_with(
     pg_url: str, tmp_path: Path, point: str
 ) -> None:
@@ -218,7 +217,7 @@ def test_a_replica_killed_on_an_approved_call_leaves_the_other_nothing_to_run_it
         with pytest.raises((ConnectionError, http.client.HTTPException)):
             caller(doomed, "2026-07-28")(MAIL)  # it dies before it answers
         assert doomed.proc.wait(DEFAULT_TIMEOUT) == -9, doomed.stderr
-        state, possible = ON_THE_CALL[point]
+        state, possible = APPROVED_CALL_CRASHES[point]
         assert {found.id: found.state for found in requests_of(pg_url).values()} == {approval_id: ApprovalState.USED}
         assert [row.state for row in journal_calls(pg_url, WORKFLOW)] == [state]
         runs = done_count(effects, "send_email")

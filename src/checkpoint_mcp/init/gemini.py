@@ -95,12 +95,9 @@ def classify(name: str, entry: object, path: str) -> tuple[clients.StdioEntry | 
 def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:
     """Append the SessionStart hook running ``command`` to Gemini settings (no matcher: every source), keeping
     every hook there. Returns what is wrong with the settings' shape (None when the hook was added)."""
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        return "'hooks' is not an object"
-    groups = hooks.setdefault("SessionStart", [])
-    if not isinstance(groups, list):
-        return "'hooks.SessionStart' is not a list"
+    groups = wrap.session_start_groups(settings)
+    if isinstance(groups, str):
+        return groups
     hook = {"name": HOOK_NAME, "type": "command", "command": command, "timeout": HOOK_TIMEOUT_MS}
     groups.append({"hooks": [hook]})
     return None

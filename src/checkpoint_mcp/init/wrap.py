@@ -260,17 +260,26 @@ def repair_brief_matcher(settings: dict[str, Any]) -> bool:
     return changed
 
 
-def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:
-    """Append the SessionStart hook running ``command`` to Claude Code settings, keeping every hook there.
-
-    Returns what is wrong with the settings' shape (None when the hook was added).
-    """
+def session_start_groups(settings: dict[str, Any]) -> list[Any] | str:
+    """The settings' ``hooks.SessionStart`` list of hook groups (made when missing), as Claude Code and Gemini CLI
+    both write it, or what is wrong with its shape."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         return "'hooks' is not an object"
     groups = hooks.setdefault("SessionStart", [])
     if not isinstance(groups, list):
         return "'hooks.SessionStart' is not a list"
+    return groups
+
+
+def add_brief_hook(settings: dict[str, Any], command: str) -> str | None:
+    """Append the SessionStart hook running ``command`` to Claude Code settings, keeping every hook there.
+
+    Returns what is wrong with the settings' shape (None when the hook was added).
+    """
+    groups = session_start_groups(settings)
+    if isinstance(groups, str):
+        return groups
     groups.append(
         {"matcher": HOOK_MATCHER, "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}
     )

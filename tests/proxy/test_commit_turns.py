@@ -95,13 +95,20 @@ def call(ident: int) -> dict[str, Any]:
 def counted_commits(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record each transaction of ``journal`` (the batches it carries), on whichever thread the relay makes it."""
     commits: list[int] = []
-    real = journal.write_batches
+    real, real_now = journal.write_batches, journal.write_now
 
     def counting(batches: Any) -> None:
         commits.append(len(batches))
         real(batches)
 
+    def counting_now(batches: Any) -> bool:
+        written = real_now(batches)
+        if written:
+            commits.append(len(batches))
+        return written
+
     monkeypatch.setattr(journal, "write_batches", counting)
+    monkeypatch.setattr(journal, "write_now", counting_now)
     return commits
 
 

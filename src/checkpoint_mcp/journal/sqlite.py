@@ -73,6 +73,12 @@ def _journal_error(location: str, action: str, exc: sqlite3.DatabaseError) -> Jo
     return JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)")
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether sqlite3's error says the file was locked by another connection (SQLITE_BUSY / SQLITE_LOCKED)."""
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
 def _while_busy(action: Callable[[], T]) -> T:
     """Run ``action``, retrying while another process holds a lock SQLite does not wait for (bounded).
 
@@ -194,6 +200,7 @@ class SqliteJournal(SqlJournal):
             _warn_if_shared(self.path)
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
+        self._hasty = False  # the connection's busy_timeout is 0, left so by the last ``write_now``
         self._heads: dict[str, str] = {}  # workflow -> its chain's newest hash, as this connection last wrote it
         self._next_link: int | None = None  # the id the next link takes if no other connection inserts one first
         with _translated(self.path, "open"):
@@ -273,11 +280,34 @@ class SqliteJournal(SqlJournal):
             self._con.execute("PRAGMA synchronous=FULL" if synced else "PRAGMA synchronous=NORMAL")
             self._lowered = not synced
 
+    def _patient(self) -> None:
+        """Give the connection its busy timeout back (``write_now`` leaves it at zero)."""
+        if self._hasty:
+            self._con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            self._hasty = False
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        """Run one statement on the journal's connection (synced, if it commits on its own)."""
-        if self._lowered and not self._con.in_transaction:
+        """Run one statement on the journal's connection (synced, if it commits on its own).
+
+        Outside a transaction, a statement that finds the file locked while ``write_now`` has left the connection
+        without a busy timeout is run again with it: it failed to start, so it changed nothing. (In WAL mode a
+        read meets a lock only in rare moments, such as another connection recovering the WAL; a read need not
+        pay two statements of every commit to be ready for them.)
+        """
+        con = self._con
+        if con.in_transaction:
+            return con.execute(sql, params)
+        if self._lowered:
             self._synced(True)
-        return self._con.execute(sql, params)
+        if not self._hasty:
+            return con.execute(sql, params)
+        try:
+            return con.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        self._patient()
+        return con.execute(sql, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -288,6 +318,7 @@ class SqliteJournal(SqlJournal):
         """
         with _translated(self.path, "write"):
             self._synced(True)
+            self._patient()
             self._con.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -311,6 +342,11 @@ class SqliteJournal(SqlJournal):
         Raises:
             JournalUnavailable: nothing was written.
         """
+        self._patient()
+        self._write(groups, durable)
+
+    def _write(self, groups: list[Group], durable: bool) -> None:
+        """``write`` at whatever busy timeout the connection has."""
         # What ``with self.transaction(): self.write_txn(groups)`` does, without its two generator-based context
         # managers: this runs for every commit of the proxy.
         con = self._con
@@ -335,9 +371,11 @@ class SqliteJournal(SqlJournal):
             raise _journal_error(self.path, "write", exc) from exc
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """executemany on the journal's connection (synced, if it commits on its own)."""
-        if self._lowered and not self._con.in_transaction:
-            self._synced(True)
+        """executemany on the journal's connection (synced and patient, if it commits on its own)."""
+        if not self._con.in_transaction:
+            if self._lowered:
+                self._synced(True)
+            self._patient()
         self._con.executemany(sql, rows)
 
     def link_txn(self, events: Sequence[Event]) -> None:
@@ -434,8 +472,8 @@ class SqliteJournal(SqlJournal):
     def content_marker(self) -> tuple[Any, ...]:
         """SQLite's own change counters, instead of a scan: ``data_version`` moves when another connection
         commits, ``total_changes()`` when this one writes (an operator's resolve)."""
-        data_version = self._con.execute("PRAGMA data_version").fetchone()[0]
-        own = self._con.execute("SELECT total_changes()").fetchone()[0]
+        data_version = self.execute("PRAGMA data_version").fetchone()[0]
+        own = self.execute("SELECT total_changes()").fetchone()[0]
         return (int(data_version), int(own))
 
     # ---- ownership ----------------------------------------------------------------------------------------
@@ -499,17 +537,23 @@ class SqliteJournal(SqlJournal):
     def write_now(self, batches: Sequence[Batch]) -> bool:
         """Commit here unless another connection holds the write lock (then False, nothing written): a local
         fsync costs less than waking a committer thread, which would wait for the GIL after every statement;
-        only a lock held elsewhere, whose wait has no bound but the busy timeout, goes to the thread."""
-        con = self._con
-        con.execute("PRAGMA busy_timeout = 0")
+        only a lock held elsewhere, whose wait has no bound but the busy timeout, goes to the thread.
+
+        The connection keeps busy_timeout 0 after this (``_hasty``), so a run of commits here costs no statement
+        to set it: whatever else runs on the connection gives it back when it needs to wait (``_patient``).
+        """
+        groups = [group for batch in batches for group in batch.groups]
+        if not groups:
+            return True
+        if not self._hasty:
+            self._con.execute("PRAGMA busy_timeout = 0")
+            self._hasty = True
         try:
-            self.write_batches(batches)
+            self._write(groups, any(batch.durable for batch in batches))
         except JournalUnavailable as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 return False  # BEGIN IMMEDIATE (or COMMIT) found the lock taken: rolled back, nothing written
             raise
-        finally:
-            con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         return True
 
     def reopening(self) -> tuple[str, bytes | None, str | None]:

@@ -143,9 +143,18 @@ def scratch_dir(args: argparse.Namespace, name: str) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def publish(args: argparse.Namespace, name: str, *, title: str, argv: Sequence[str], where: str, body: str) -> None:
-    """Print the section, and write it into the doc if asked."""
-    markdown = section(title, command_line(name, argv), where, body, args.quick)
+def publish(
+    args: argparse.Namespace,
+    name: str,
+    *,
+    title: str,
+    argv: Sequence[str],
+    where: str,
+    body: str,
+    script: str | None = None,
+) -> None:
+    """Print the section, and write it into the doc if asked; ``script`` names the script when it is not ``name``."""
+    markdown = section(title, command_line(script or name, argv), where, body, args.quick)
     print(markdown)
     doc = output_path(args)
     if doc is not None:

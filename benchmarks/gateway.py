@@ -518,6 +518,17 @@ def render(
             body += f"\nFastMCP {cs.fastmcp_version(python)}.\n"
     if targets:
         body += "\n" + targets_table(targets, issue=19) + "\n"
+    targets30 = [
+        Target(
+            f"journaled on {name} ≥ {limit:.0%} of pass-through",
+            f"{rate[key] / passing:.0%}",
+            rate[key] / passing >= limit,
+        )
+        for key, name, limit in ((SQLITE, "SQLite", 0.6), (PG1, "PostgreSQL, one replica,", 0.5))
+        if key in rate
+    ]
+    if targets30:
+        body += "\n" + targets_table(targets30, issue=30) + "\n"
     return body
 
 

@@ -73,8 +73,9 @@ def _journal_error(location: str, action: str, exc: sqlite3.DatabaseError) -> Jo
     return JournalCorrupt(f"cannot {action} journal {location}: {text} (is it a Checkpoint journal?)")
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether sqlite3's error says the file was locked by another connection (SQLITE_BUSY / SQLITE_LOCKED)."""
+def _busy(exc: Exception) -> bool:
+    """Whether the error (sqlite3's, or ours made of it) says another connection held a lock on the file
+    (SQLITE_BUSY / SQLITE_LOCKED)."""
     text = str(exc)
     return "locked" in text or "busy" in text
 
@@ -551,7 +552,7 @@ class SqliteJournal(SqlJournal):
         try:
             self._write(groups, any(batch.durable for batch in batches))
         except JournalUnavailable as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _busy(exc):
                 return False  # BEGIN IMMEDIATE (or COMMIT) found the lock taken: rolled back, nothing written
             raise
         return True

@@ -223,7 +223,9 @@ class RowOnly(RowAndHeads):
     write_head = False
 
 
-class KeyedLinks(Layout):
+class KeyedLinks(EventsToday):
+    """Today's two commits, their links in ``links`` instead of ``events``."""
+
     name = "links WITHOUT ROWID keyed (workflow_id, n)"
     stale = "the next link's key collides"
 
@@ -239,21 +241,6 @@ class KeyedLinks(Layout):
         workflow, seq, kind, detail, at, prev, sealed = row
         # A stale head would raise sqlite3.IntegrityError here: position n is taken.
         self.con.execute(INSERT_KEYED_LINK, (workflow, self.n, seq, kind, detail, at, prev, sealed))
-
-    def reserve(self, call: Call) -> None:
-        con, now = self.con, utc_now()
-        con.execute("BEGIN IMMEDIATE")
-        con.execute(INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None))
-        self.insert_link(self.link("reserved", call.seq, call.reserved, now))
-        con.execute("COMMIT")
-
-    def finish(self, call: Call) -> None:
-        con, now = self.con, utc_now()
-        con.execute("BEGIN IMMEDIATE")
-        if con.execute(FINISH_CALL, ("COMPLETED", call.outcome, now, WORKFLOW, call.seq)).rowcount != 1:
-            raise RuntimeError("the call was not pending")
-        self.insert_link(self.link("completed", call.seq, call.finished, now))
-        con.execute("COMMIT")
 
 
 class NoChain(Layout):

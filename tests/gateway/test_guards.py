@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.client
 import os
+import select
+import socket
 import subprocess
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from support import DEFAULT_TIMEOUT, checkpoint_argv, server_cmd
 
 TOKEN = "s3cret-token-never-logged"
 PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+CHUNK_PAUSE = 0.5  # seconds a chunked upload waits for an early answer before its next chunk
 
 
 def test_without_the_token_every_request_is_refused_with_401(tmp_path: Path) -> None:
@@ -75,18 +78,29 @@ def test_a_body_over_the_limit_gets_413_whether_its_length_is_declared_or_not(tm
         declared = request(gateway.port, "POST", "/mcp", big)
         assert declared.status == 413
         assert "--max-body" in declared.json()["error"]["message"]
-        connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=DEFAULT_TIMEOUT)
-        chunks = (big[i : i + 500] for i in range(0, len(big), 500))
-        connection.request(
-            "POST",
-            "/mcp",
-            body=chunks,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            encode_chunked=True,
-        )
-        assert connection.getresponse().status == 413
-        connection.close()
+        assert chunked_status(gateway.port, [big[i : i + 500] for i in range(0, len(big), 500)]) == 413
         initialize(gateway.port)  # a small body still passes
+
+
+def chunked_status(port: int, chunks: list[bytes]) -> int:
+    """POST ``chunks`` as a chunked body, the way a careful HTTP/1.1 client does (RFC 9112, 9.5): one chunk at a
+    time, and no more once the server has answered (its 413 comes with ``Connection: close`` as soon as the limit
+    is passed; a client that kept writing would meet a closed connection). The status the server answered."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEFAULT_TIMEOUT) as sock:
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        for chunk in [*chunks, b""]:
+            if select.select([sock], [], [], CHUNK_PAUSE)[0]:
+                break  # the server answered before the body ended
+            try:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except (BrokenPipeError, ConnectionResetError):
+                break  # it answered and closed while this chunk was on its way: its answer is read below
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess[str]:

@@ -258,6 +258,12 @@ class _Overlay(NamedTuple):
     branches: dict[str, int]
 
 
+def merged(batches: Sequence[Batch]) -> tuple[list[Group], bool]:
+    """The groups of ``batches`` in order, for one transaction, and whether it must be durable (unless every
+    batch is relaxed)."""
+    return [group for batch in batches for group in batch.groups], any(batch.durable for batch in batches)
+
+
 def grouped(ops: Sequence[Op]) -> list[Group]:
     """Consecutive statements of one kind in one group (one executemany); the order of kinds is kept (a branch
     row before the calls reserved on it)."""
@@ -364,9 +370,9 @@ class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
 
     def write_batches(self, batches: Sequence[Batch]) -> None:
         """One transaction for every batch's statements, in order (group commit across units)."""
-        groups = [group for batch in batches for group in batch.groups]
+        groups, durable = merged(batches)
         if groups:
-            self.write(groups, durable=any(batch.durable for batch in batches))
+            self.write(groups, durable=durable)
 
     # ---- lineage ------------------------------------------------------------------------------------------
 

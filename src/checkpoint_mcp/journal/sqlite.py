@@ -34,7 +34,7 @@ from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, utc_now
 from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
-from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal, merged
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -543,14 +543,14 @@ class SqliteJournal(SqlJournal):
         The connection keeps busy_timeout 0 after this (``_hasty``), so a run of commits here costs no statement
         to set it: whatever else runs on the connection gives it back when it needs to wait (``_patient``).
         """
-        groups = [group for batch in batches for group in batch.groups]
+        groups, durable = merged(batches)
         if not groups:
             return True
         if not self._hasty:
             self._con.execute("PRAGMA busy_timeout = 0")
             self._hasty = True
         try:
-            self._write(groups, any(batch.durable for batch in batches))
+            self._write(groups, durable)
         except JournalUnavailable as exc:
             if _busy(exc):
                 return False  # BEGIN IMMEDIATE (or COMMIT) found the lock taken: rolled back, nothing written

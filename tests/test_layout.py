@@ -1,5 +1,5 @@
 """The house shows its design: the rooms of src/ keep their arrows (import-linter's contracts in pyproject.toml),
-no module passes 600 lines, and every room says what it is for.
+a module past 600 lines is one the house has looked at and says why, and every room says what it is for.
 
 The contracts are checked against the real tree, and against copies of it with one wrong arrow added, so that a
 broken rule is known to fail the build rather than assumed to."""
@@ -74,13 +74,22 @@ def test_a_wrong_arrow_breaks_its_contract(tmp_path: Path, module: str, wrong_im
     assert any(contract in line for line in broken), result.stdout
 
 
-def test_no_module_passes_600_lines() -> None:
+LONG_MODULES: dict[str, str] = {
+    # A module is as long as its one concern needs (STYLE.md, habit 8); past 600 lines it is named here with the
+    # reason it stays whole, so that a module growing past the line is a decision someone wrote down, not drift.
+    "intercept/policy.py": "the policy file's one grammar: every key is read and checked in one place",
+}
+
+
+def test_a_module_past_600_lines_is_named_with_its_reason() -> None:
     long = {
-        str(path.relative_to(PACKAGE)): lines
-        for path in PACKAGE.rglob("*.py")
-        if (lines := len(path.read_text().splitlines())) > 600
+        str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if len(path.read_text().splitlines()) > 600
     }
-    assert long == {}
+    assert long <= set(LONG_MODULES), (
+        f"past 600 lines, not named in LONG_MODULES with a reason: {long - set(LONG_MODULES)}"
+    )
+    stale = set(LONG_MODULES) - long
+    assert not stale, f"named in LONG_MODULES but no longer past 600 lines: {stale}"
 
 
 def test_every_room_says_what_it_is_for_and_what_it_may_import() -> None:

@@ -189,6 +189,11 @@ def test_windows_are_durations(tmp_path: Path, window: str, seconds: float) -> N
             "[tools.x] idempotency: conflicts with idempotent = true",
         ),
         ("[tools.x]\njournal = false\nidempotent = true\n", "[tools.x] idempotent: has no effect with journal"),
+        ('[default]\nwithin_session = "allow"\n', '[default] within_session: must be one of "catch", "run"'),
+        (
+            '[tools.x]\njournal = false\nwithin_session = "run"\n',
+            "[tools.x] within_session: has no effect with journal = false",
+        ),
         ('[tools."bad["]\njournal = false\n', "[tools.\"bad[\"]: bad glob 'bad['"),
         ('[tools."a]"]\njournal = false\n', "[tools.\"a]\"]: bad glob 'a]'"),
         ('[tools."x[z-a]"]\njournal = false\n', "bad glob 'x[z-a]'"),

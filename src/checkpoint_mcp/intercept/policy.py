@@ -63,7 +63,7 @@ _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RULE_KEYS: Final = frozenset(
     {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", "approve"}
-    | {"approval_expires", *IDENTITY_KEYS}
+    | {"approval_expires", "within_session", *IDENTITY_KEYS}
 )
 _NEEDS_JOURNAL: Final = ("repeat", "window", "probe", "idempotency", "idempotent", "confirm_within", "approve")
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
@@ -77,6 +77,14 @@ class Repeat(StrEnum):
     REPLAY = "replay"  # the original's stored result, as a replay
     REFUSE = "refuse"  # RepeatRefused, naming the original
     CONFIRM = "confirm"  # RepeatRefused once; the same call sent again within confirm_within runs
+
+
+class WithinSession(StrEnum):
+    """What a repeat gets when it and its original are in one unbroken session (the same proxy process or gateway
+    session, no clear or compaction between them, and the original's answer reached the client)."""
+
+    CATCH = "catch"  # the repeat rule applies as to any repeat: what a table without the key means
+    RUN = "run"  # the agent's own repeat within its session runs; what `init` writes
 
 
 class Approve(StrEnum):
@@ -154,6 +162,7 @@ class ToolRule:
     confirm_seconds: float = DEFAULT_CONFIRM_WITHIN  # under repeat = "confirm": how long a refusal may be confirmed
     approve: Approve | None = None  # each call waits for a person's approval of its exact arguments
     approval_seconds: float = DEFAULT_APPROVAL_EXPIRES  # how long a granted approval stays usable
+    within_session: WithinSession = WithinSession.CATCH  # a repeat within one unbroken session: caught, or runs
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`
 
     @property
@@ -354,6 +363,7 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
             "idempotent",
             "confirm_within",
             "approve",
+            "within_session",
             *IDENTITY_KEYS,
         ):
             if key in checked:
@@ -379,8 +389,8 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
         if not isinstance(value, bool):
             raise UsageError(f"{at}: must be true or false (got {_kind(value)})")
         return value
-    if key in ("repeat", "approve"):
-        kind = Repeat if key == "repeat" else Approve
+    if key in ("repeat", "approve", "within_session"):
+        kind = {"repeat": Repeat, "approve": Approve, "within_session": WithinSession}[key]
         if value not in tuple(kind):
             choices = ", ".join(f'"{choice}"' for choice in kind)
             raise UsageError(f"{at}: must be one of {choices} (got {_toml_value(value)})")
@@ -411,6 +421,7 @@ def _build_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], source: st
         # A read-only tool changes nothing: [default]'s approve does not reach it (its own table's does).
         approve=keys.get("approve") if merged.get("read_only") else merged.get("approve"),
         approval_seconds=merged.get("approval_expires", DEFAULT_APPROVAL_EXPIRES),
+        within_session=merged.get("within_session", WithinSession.CATCH),
         source=source,
     )
 

@@ -43,8 +43,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import chain, operations
-from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.journal.chain import INSERT_LINK, Event
 from checkpoint_mcp.journal.repeats import INSERT_CALL
 from checkpoint_mcp.journal.sql import FINISH_CALL

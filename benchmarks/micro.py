@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import checkpoint_mcp
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
-from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import classify, compact_json, dumps, member_text, set_member

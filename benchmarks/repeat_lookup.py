@@ -121,7 +121,7 @@ def opened(location: str) -> Iterator[Any]:
 
 def measure(location: str, args: argparse.Namespace, postgres: bool) -> tuple[list[list[str]], float, float]:
     """The rows of the table for one backend, the seconds the fill took, and the slowest indexed median (µs)."""
-    from checkpoint_mcp.journal.report import iso_before
+    from checkpoint_mcp.clock import iso_before
 
     now = datetime.now(UTC)
     start = now - timedelta(seconds=SPAN_SECONDS)

@@ -2,7 +2,7 @@
 
 The MCP specification (2026-07-28, "Error Codes") reserves -32020..-32099 for its own codes, and says new codes
 SHOULD sit outside JSON-RPC's -32768..-32000. Here the allowed codes inside that range are written out from the
-two specifications, not taken from ``errors.py``, so that a code added there in the reserved range fails.
+two specifications, not taken from ``refusals.py``, so that a code added there in the reserved range fails.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp import errors
-from checkpoint_mcp.errors import (
+from checkpoint_mcp import refusals
+from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.refusals import (
     DIVERGENCE,
     ERROR_CODES,
     IN_DOUBT,
@@ -23,9 +24,9 @@ from checkpoint_mcp.errors import (
     OWN_CODES,
     REPEAT_REFUSED,
     CallRefused,
+    current_code,
+    current_error,
 )
-from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.moved_codes import current_code, current_error
 from checkpoint_mcp.signature import call_signature
 from gatewayproc import MODERN, effects_gateway, modern_call, request
 
@@ -44,19 +45,19 @@ def allowed(code: int) -> bool:
 
 COMMANDS = {"show": "checkpoint journal show", "release": "checkpoint journal resolve --release", "completed": "c"}
 SAMPLES: dict[type[CallRefused], CallRefused] = {
-    errors.InvalidCallParams: errors.InvalidCallParams("invalid params: no tool name"),
-    errors.DuplicateRequestId: errors.DuplicateRequestId(1),
-    errors.InDoubt: errors.InDoubt(workflow="wf", seq=1, tool="t", journaled_at="now", commands=COMMANDS),
-    errors.Divergence: errors.Divergence(
+    refusals.InvalidCallParams: refusals.InvalidCallParams("invalid params: no tool name"),
+    refusals.DuplicateRequestId: refusals.DuplicateRequestId(1),
+    refusals.InDoubt: refusals.InDoubt(workflow="wf", seq=1, tool="t", journaled_at="now", commands=COMMANDS),
+    refusals.Divergence: refusals.Divergence(
         workflow="wf", seq=1, journaled={"tool": "t"}, received={"tool": "t"}, difference=[], commands=COMMANDS
     ),
-    errors.JournalWriteFailed: errors.JournalWriteFailed(workflow="wf", seq=1, tool="t", cause="disk full"),
-    errors.UpstreamExited: errors.UpstreamExited(workflow="wf", seq=1, tool="t", exit_status="exit code 1"),
-    errors.UpstreamRefused: errors.UpstreamRefused(status=401, reason="Unauthorized", method="tools/call"),
-    errors.Stopped: errors.Stopped(workflow="wf", seq=1, tool="t", why="SIGTERM"),
-    errors.Collected: errors.Collected(workflow="wf", seq=1, commands=COMMANDS),
-    errors.StillInFlight: errors.StillInFlight(workflow="wf", seq=1, tool="t", waited=1.0, commands=COMMANDS),
-    errors.RepeatRefused: errors.RepeatRefused(
+    refusals.JournalWriteFailed: refusals.JournalWriteFailed(workflow="wf", seq=1, tool="t", cause="disk full"),
+    refusals.UpstreamExited: refusals.UpstreamExited(workflow="wf", seq=1, tool="t", exit_status="exit code 1"),
+    refusals.UpstreamRefused: refusals.UpstreamRefused(status=401, reason="Unauthorized", method="tools/call"),
+    refusals.Stopped: refusals.Stopped(workflow="wf", seq=1, tool="t", why="SIGTERM"),
+    refusals.Collected: refusals.Collected(workflow="wf", seq=1, commands=COMMANDS),
+    refusals.StillInFlight: refusals.StillInFlight(workflow="wf", seq=1, tool="t", waited=1.0, commands=COMMANDS),
+    refusals.RepeatRefused: refusals.RepeatRefused(
         workflow="wf",
         seq=1,
         tool="t",
@@ -68,7 +69,7 @@ SAMPLES: dict[type[CallRefused], CallRefused] = {
         rule="default",
         commands=COMMANDS,
     ),
-    errors.ApprovalRequired: errors.ApprovalRequired(
+    refusals.ApprovalRequired: refusals.ApprovalRequired(
         workflow="wf", tool="t", approval=1, commands={"approve": "a", "deny": "d", "pages": "p"}
     ),
 }
@@ -90,10 +91,10 @@ def test_every_refusal_class_has_an_allowed_code_in_the_table_and_says_its_reaso
             assert error["data"]["reason"] in row.reasons, cls
 
 
-def test_every_code_of_the_table_and_of_errors_py_is_allowed_and_ours_moved_by_the_rule() -> None:
+def test_every_code_of_the_table_and_of_refusals_py_is_allowed_and_ours_moved_by_the_rule() -> None:
     constants = {
         name: value
-        for name, value in vars(errors).items()
+        for name, value in vars(refusals).items()
         if name.isupper() and isinstance(value, int) and -33000 < value < -31000
     }
     assert set(constants.values()) >= set(ERROR_CODES)
@@ -103,13 +104,13 @@ def test_every_code_of_the_table_and_of_errors_py_is_allowed_and_ours_moved_by_t
     assert {-32080 - n: -31080 - n for n in range(10)} == MOVED_CODES
 
 
-def test_no_module_names_a_json_rpc_code_but_errors_py() -> None:
+def test_no_module_names_a_json_rpc_code_but_refusals_py() -> None:
     """A code written as a number elsewhere would escape the table (and this test's check of it)."""
     literal = re.compile(r"(?<![\w.])-3[12]\d{3}\b")
     found = [
         f"{path.relative_to(SRC)}: {match.group()}"
         for path in SRC.rglob("*.py")
-        if path.name != "errors.py"
+        if path.name != "refusals.py"
         for match in literal.finditer(path.read_text(encoding="utf-8"))
     ]
     assert found == []
@@ -118,8 +119,8 @@ def test_no_module_names_a_json_rpc_code_but_errors_py() -> None:
 @pytest.mark.parametrize(
     ("code", "data", "expected"),
     [
-        (-32085, {"reason": "failed_by_operator", "by": "alice"}, errors.FAILED_BY_OPERATOR),
-        (-32087, {"reason": "upstream_refused", "status": 401}, errors.UPSTREAM_REFUSED),
+        (-32085, {"reason": "failed_by_operator", "by": "alice"}, refusals.FAILED_BY_OPERATOR),
+        (-32087, {"reason": "upstream_refused", "status": 401}, refusals.UPSTREAM_REFUSED),
         (-32080, {"reason": "in_flight"}, IN_DOUBT),
         (-32085, None, -32085),  # an upstream's own -32085: no reason of ours
         (-32087, {"reason": "failed_by_operator"}, -32087),  # another code's reason
@@ -134,7 +135,7 @@ def test_a_stored_error_moves_to_its_new_code_only_when_checkpoint_made_it(code:
 
 def test_a_stored_error_text_keeps_every_byte_but_the_code() -> None:
     stored = '{"code": -32085,  "message":"bounced \\u00e9","data":{"reason":"failed_by_operator","by":"al"}}'
-    assert current_error(stored) == stored.replace("-32085", str(errors.FAILED_BY_OPERATOR))
+    assert current_error(stored) == stored.replace("-32085", str(refusals.FAILED_BY_OPERATOR))
     theirs = '{"code":-32085,"message":"their own"}'
     assert current_error(theirs) == theirs
     assert current_error("not json -32085") == "not json -32085"
@@ -179,7 +180,7 @@ def test_the_proxy_sends_its_refusals_and_its_own_error_lines_with_allowed_codes
     assert diverged["error"]["code"] == DIVERGENCE
     assert in_doubt["error"]["code"] == IN_DOUBT
     assert repeat["error"]["code"] == REPEAT_REFUSED
-    assert codes == [errors.PARSE_ERROR, errors.INVALID_PARAMS, errors.INVALID_REQUEST]
+    assert codes == [refusals.PARSE_ERROR, refusals.INVALID_PARAMS, refusals.INVALID_REQUEST]
     for code in [diverged["error"]["code"], in_doubt["error"]["code"], repeat["error"]["code"], *codes]:
         assert allowed(code)
     assert done_count(tmp_path / "effects.jsonl") == 2
@@ -201,6 +202,6 @@ def test_the_gateway_sends_a_refusal_with_an_allowed_code_and_counts_it_under_th
     assert diverged["error"]["code"] == DIVERGENCE
     assert f'checkpoint_refusals_total{{code="{DIVERGENCE}"}} 1.0' in metrics
     transport = json.loads(not_json.body)["error"]["code"]
-    assert transport == errors.PARSE_ERROR
+    assert transport == refusals.PARSE_ERROR
     assert allowed(diverged["error"]["code"])
     assert allowed(transport)

@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, checkpoint_argv, server_cmd
 

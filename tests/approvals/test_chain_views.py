@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.intercept.approvals import store_of
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-from checkpoint_mcp.journal.base import utc_now
 
 from support import ProxyProcess, checkpoint_argv, server_cmd
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED, IN_DOUBT
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED, IN_DOUBT
 
 from support import (
     APPROVED_CALL_CRASHES,

@@ -10,9 +10,9 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from test_elicit import MAIL, POLICY, User, approvals
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.intercept.approvals import ELICITED_BY
 from checkpoint_mcp.journal.approval_rows import ApprovalState
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from gatewayproc import GatewayProcess
 
 from support import done_count, server_cmd

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.intercept.asking import ASK_TIMEOUT
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.policy import parse_policy
@@ -15,6 +14,7 @@ from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, done_count, server_cmd
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED, REPEAT_REFUSED
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED, REPEAT_REFUSED
 
 from support import ProxyProcess, decide_request, done_count, server_cmd
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED, IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED, IN_DOUBT
 from gatewayproc import MODERN, GatewayProcess, Reply, effects_gateway, initialize, modern_call, request, sse_data
 
 from support import (

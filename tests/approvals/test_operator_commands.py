@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, checkpoint_argv, done_count, server_cmd
 

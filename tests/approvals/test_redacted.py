@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from checkpoint_mcp.signature import call_signature
 
 from support import approval_requests, decide_request, done_count, effects_proxy

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.errors import DIVERGENCE
+from checkpoint_mcp.refusals import DIVERGENCE
 
 PAGE = Path(__file__).parents[2] / "docs" / "orchestrators.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), re.S)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from checkpoint_mcp.cli import main
-from checkpoint_mcp.errors import ERROR_CODES
+from checkpoint_mcp.refusals import ERROR_CODES
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -14,8 +14,8 @@ from typing import Any
 
 import psycopg
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import IN_DOUBT
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 from ledger import verified
 from pgserver import PgServer

@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import REPEAT_REFUSED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_calls, read_effects, wait_until

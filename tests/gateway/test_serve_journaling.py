@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until

@@ -9,8 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from checkpoint_mcp.errors import UPSTREAM_EXITED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import UPSTREAM_EXITED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, initialize, request, sse_data
 
 import nodetools

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 
 from browser import chromium

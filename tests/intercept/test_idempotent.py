@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import IN_DOUBT, REPEAT_REFUSED
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.refusals import IN_DOUBT, REPEAT_REFUSED
 from ledger import ledger, verified
 
 from support import ProxyProcess, journal_calls, server_cmd

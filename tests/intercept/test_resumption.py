@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, Journal
+from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 
 from support import ProxyProcess, done_count, effects_proxy, read_effects
 

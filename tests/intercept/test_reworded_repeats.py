@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.refusals import REPEAT_REFUSED
 
 from support import ProxyProcess, checkpoint_argv, done_count, read_effects, server_cmd
 

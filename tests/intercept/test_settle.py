@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.intercept.pointer import PointerError
 from checkpoint_mcp.intercept.policy import parse_policy
 from checkpoint_mcp.intercept.settle import (
@@ -19,7 +20,6 @@ from checkpoint_mcp.intercept.settle import (
     probed_outcome,
     with_key_argument,
 )
-from checkpoint_mcp.journal.base import utc_now
 
 PROBE_TABLE = {
     "tool": "list_outbox",

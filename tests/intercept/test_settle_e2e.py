@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.refusals import IN_DOUBT
 from ledger import POLICY, ledger, verified
 
 from support import ProxyProcess, journal_calls, server_cmd

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from checkpoint_mcp.errors import FAILED_BY_OPERATOR, JournalUnavailable
+from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction, UnitOfWork
 from checkpoint_mcp.journal.pgwrites import ARRAY_ROWS
+from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 from ledger import verified
 
 CALLS = 3 * ARRAY_ROWS

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import COLLECTED, FAILED_BY_OPERATOR, IN_DOUBT
+from checkpoint_mcp.refusals import COLLECTED, FAILED_BY_OPERATOR, IN_DOUBT
 
 from support import ProxyProcess, checkpoint_argv, done_count, effects_proxy, server_cmd
 

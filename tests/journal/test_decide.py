@@ -42,7 +42,7 @@ def test_timestamps_are_iso_8601_utc_with_milliseconds() -> None:
     import re
     from datetime import UTC, datetime
 
-    from checkpoint_mcp.journal.base import utc_now
+    from checkpoint_mcp.clock import utc_now
 
     stamp = utc_now()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)

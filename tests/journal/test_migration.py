@@ -12,7 +12,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from checkpoint_mcp.errors import (
+from checkpoint_mcp.clock import utc_now
+from checkpoint_mcp.journal import open_journal, postgres
+from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
+from checkpoint_mcp.refusals import (
     ERROR_CODES,
     FAILED_BY_OPERATOR,
     IN_DOUBT,
@@ -23,10 +28,6 @@ from checkpoint_mcp.errors import (
     JournalWriteFailed,
     UpstreamRefused,
 )
-from checkpoint_mcp.journal import open_journal, postgres
-from checkpoint_mcp.journal.base import CallState, ResolveAction, utc_now
-from checkpoint_mcp.journal.chain import start_chains
-from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
 from checkpoint_mcp.signature import call_signature
 from ledger import verified
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from checkpoint_mcp.errors import INVALID_REQUEST, JOURNAL_WRITE_FAILED, PARSE_ERROR
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
+from checkpoint_mcp.refusals import INVALID_REQUEST, JOURNAL_WRITE_FAILED, PARSE_ERROR
 
 from support import ProxyProcess, read_effects, server_cmd
 

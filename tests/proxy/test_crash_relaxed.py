@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
+from checkpoint_mcp.refusals import IN_DOUBT
 
 from support import checkpoint_argv, done_count, effects_proxy, journal_states
 

@@ -14,9 +14,9 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import IN_DOUBT
 
 from support import done_count, journal_calls, server_cmd
 

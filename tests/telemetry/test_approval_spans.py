@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from otlp import Receiver
 from support import ProxyProcess, decide_request, done_count, server_cmd

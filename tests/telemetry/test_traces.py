@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp import telemetry
-from checkpoint_mcp.errors import DIVERGENCE, IN_DOUBT, UPSTREAM_EXITED
+from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, UPSTREAM_EXITED
 
 from httpservers import faults_server
 from otlp import Receiver

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approvals import ApprovalStore
-from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.ui import pages, views
 
 from support import ProxyProcess, server_cmd

@@ -12,10 +12,10 @@ from typing import Any
 
 from playwright.sync_api import BrowserContext, expect
 
-from checkpoint_mcp.errors import APPROVAL_REQUIRED
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, approval_requests, done_count, server_cmd
 

@@ -26,8 +26,8 @@ def journal_approvals(location: str, as_json: bool, workflow: str | None) -> Non
     same call, sent again before it expires, runs once), denied, used (by call #N) or expired (granted, not
     used in time). Decide one with `checkpoint journal approve`.
     """
+    from checkpoint_mcp.clock import utc_now
     from checkpoint_mcp.journal import approval_report
-    from checkpoint_mcp.journal.base import utc_now
     from checkpoint_mcp.journal.operations import approval_requests
 
     with opened(location) as journal:

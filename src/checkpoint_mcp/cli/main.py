@@ -18,13 +18,14 @@ import click
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.cli.asktools import asker as tools_asker
+from checkpoint_mcp.cli.durability import journal_options, relaxed_choice
 from checkpoint_mcp.cli.journal import audit_key_option
 from checkpoint_mcp.cli.operator import journal_group
 from checkpoint_mcp.cli.policy import checked_policy, policy_group, policy_option
-from checkpoint_mcp.errors import STILL_IN_FLIGHT, CheckpointError
+from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.command import ASKER as init_asker
 from checkpoint_mcp.init.command import init as init_command
-from checkpoint_mcp.intercept.options import journal_options, relaxed_choice
+from checkpoint_mcp.refusals import STILL_IN_FLIGHT
 from checkpoint_mcp.upstream.options import upstream_choice, upstream_options
 
 if TYPE_CHECKING:

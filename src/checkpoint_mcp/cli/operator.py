@@ -7,6 +7,7 @@ Thin click adapters like ``cli.main``: open the journal, make one library call, 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -158,8 +159,8 @@ def journal_resolve(
 def journal_export(location: str, workflow: str | None) -> None:
     """Print WORKFLOW's calls, resolutions, approval requests and hash chain links as JSON lines (by default, the
     journal's default workflow); `checkpoint journal verify --export FILE` checks such a file without the database."""
+    from checkpoint_mcp.clock import utc_now
     from checkpoint_mcp.journal import operations, report
-    from checkpoint_mcp.journal.base import utc_now
 
     workflow = _workflow(location, workflow)
     with opened(location) as journal:
@@ -188,10 +189,11 @@ def journal_gc(location: str, as_json: bool, older_than: str, audit_key_env: str
     Workflows owned by a live proxy are skipped. A removed sequence is remembered: a later call there is
     refused, never re-run. The hash chain keeps an anchor for what was removed, so it still verifies.
     """
-    from checkpoint_mcp.journal import operations, report
+    from checkpoint_mcp.clock import parse_duration
+    from checkpoint_mcp.journal import operations
 
     try:
-        age = report.parse_duration(older_than)
+        age = timedelta(seconds=parse_duration(older_than, zero=True))
     except CheckpointError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from exc
     with opened(location, audit_key_env) as journal:

@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import RequestParamsMeta
 
 from checkpoint_mcp.debug import ENV_VAR as TRIGGER_ENV
-from checkpoint_mcp.errors import IN_DOUBT, REPEAT_REFUSED
+from checkpoint_mcp.refusals import IN_DOUBT, REPEAT_REFUSED
 
 Step = tuple[str, dict[str, Any]]
 

@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.errors import UpstreamExited
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
 from checkpoint_mcp.intercept.traced import TracedInterceptor
 from checkpoint_mcp.intercept.turns import Flushed, Flushing, Join
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.refusals import UpstreamExited
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import (
     Kind,

@@ -29,19 +29,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from checkpoint_mcp.errors import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    SESSION_NOT_FOUND,
-    SPEC_PROTOCOL_ERRORS,
-    TRANSPORT_ERROR,
-    CheckpointError,
-    JournalError,
-    WorkflowOwned,
-)
+from checkpoint_mcp.errors import CheckpointError, JournalError, WorkflowOwned
 from checkpoint_mcp.gateway.channel import Channel
 from checkpoint_mcp.gateway.security import Receive, Scope, Send, header, respond
 from checkpoint_mcp.gateway.sessions import Gateway, Session
@@ -54,6 +42,16 @@ from checkpoint_mcp.gateway.streams import (
     parse_event_id,
     priming_event,
     sse_event,
+)
+from checkpoint_mcp.refusals import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SESSION_NOT_FOUND,
+    SPEC_PROTOCOL_ERRORS,
+    TRANSPORT_ERROR,
 )
 from checkpoint_mcp.wire import Kind, Message, WireParseError, classify
 

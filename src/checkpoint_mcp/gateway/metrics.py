@@ -13,8 +13,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from checkpoint_mcp.errors import OWN_CODES
-from checkpoint_mcp.intercept.calls import META_KEY
+from checkpoint_mcp.refusals import OWN_CODES
+from checkpoint_mcp.wire import JOURNAL_META
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -86,7 +86,7 @@ class GatewayMetrics:
             return
         result = body.get("result")
         meta = result.get("_meta") if isinstance(result, dict) else None
-        info = meta.get(META_KEY) if isinstance(meta, dict) else None
+        info = meta.get(JOURNAL_META) if isinstance(meta, dict) else None
         if not isinstance(info, dict):
             self.calls.labels(outcome="passthrough").inc()
         elif info.get("replayed") is True:

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from checkpoint_mcp.errors import INVALID_REQUEST, SESSION_NOT_FOUND
 from checkpoint_mcp.gateway.config import LOOPBACK_NAMES
 from checkpoint_mcp.gateway.streams import error_body
+from checkpoint_mcp.refusals import INVALID_REQUEST, SESSION_NOT_FOUND
 
 logger = logging.getLogger(__name__)
 

@@ -27,12 +27,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.errors import ApprovalRequired
+from checkpoint_mcp.clock import iso_after, utc_now
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore, Consumed, later
-from checkpoint_mcp.journal.base import Journal, Lineage, utc_now
+from checkpoint_mcp.journal.approvals import ApprovalStore, Consumed
+from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.report import approval_commands
+from checkpoint_mcp.refusals import ApprovalRequired
 
 ELICITED_BY = "the client's user (elicitation)"
 """``decided_by`` of an approval a client's user gave in answer to the proxy's elicitation."""
@@ -112,7 +113,7 @@ class ApprovalGate:
         newest = self._store.approval_for(workflow, call_key)
         now = utc_now()
         denied = newest is not None and newest.state is ApprovalState.DENIED and newest.decided_at is not None
-        if denied and newest is not None and later(newest.decided_at or now, rule.approval_seconds) > now:
+        if denied and newest is not None and iso_after(newest.decided_at or now, rule.approval_seconds) > now:
             return self._refused(workflow, tool, newest, denied=(newest.decided_by or "?", newest.reason or ""))
         if newest is not None and newest.state_at(now) is ApprovalState.EXPIRED:
             self._store.expire_approval(newest.id)

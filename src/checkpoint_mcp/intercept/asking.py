@@ -38,7 +38,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from checkpoint_mcp.errors import ApprovalRequired, CallRefused, JournalError, UsageError
+from checkpoint_mcp.errors import JournalError, UsageError
 from checkpoint_mcp.intercept.approvals import ELICITED_BY, store_of
 from checkpoint_mcp.intercept.inflight import InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import request_key
@@ -46,6 +46,7 @@ from checkpoint_mcp.intercept.policy import Approve, ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.refusals import ApprovalRequired, CallRefused
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import Message, classify, dumps, encode, error_line
 

@@ -15,18 +15,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.clock import iso_before
 from checkpoint_mcp.difference import json_difference
-from checkpoint_mcp.errors import (
-    CallRefused,
-    Collected,
-    Divergence,
-    InDoubt,
-    InvalidCallParams,
-    JoinInFlight,
-    JournalError,
-    JournalWriteFailed,
-    StillInFlight,
-)
+from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept import repeats
 from checkpoint_mcp.intercept.approvals import ApprovalGate, client_of
 from checkpoint_mcp.intercept.hints import KEY_HINT, SEQ_HINT, call_hints
@@ -47,16 +38,22 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
-from checkpoint_mcp.journal.report import iso_before, operator_commands
-from checkpoint_mcp.moved_codes import current_error
+from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.refusals import (
+    CallRefused,
+    Collected,
+    Divergence,
+    InDoubt,
+    InvalidCallParams,
+    JoinInFlight,
+    JournalWriteFailed,
+    StillInFlight,
+    current_error,
+)
 from checkpoint_mcp.signature import call_signature
-from checkpoint_mcp.wire import dumps, raw_response_line, result_span, set_member
+from checkpoint_mcp.wire import JOURNAL_META, dumps, raw_response_line, result_span, set_member
 
 logger = logging.getLogger(__name__)
-
-META_KEY = "checkpoint/journal"
-"""The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}`` (and
-``"approval"``, the request's id, for a call that ran on an approval)."""
 
 
 class Claimed(NamedTuple):
@@ -551,7 +548,7 @@ class CallJournal:
     def _meta_in_result(self, result_text: str, workflow: str, seq: int, replayed: bool) -> str:
         info = dumps({"workflow": workflow, "seq": seq, "replayed": replayed})
         try:
-            return set_member(result_text, ("_meta", META_KEY), info)
+            return set_member(result_text, ("_meta", JOURNAL_META), info)
         except ValueError:
             return result_text  # not an object: nothing to annotate
 
@@ -575,7 +572,7 @@ class CallJournal:
         if isinstance(result, dict) and "_meta" not in result and text[start] == "{":
             info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
             separator = "," if result else ""
-            annotated = f'{text[: start + 1]}"_meta":{{"{META_KEY}":{info}}}{separator}{text[start + 1 :]}'
+            annotated = f'{text[: start + 1]}"_meta":{{"{JOURNAL_META}":{info}}}{separator}{text[start + 1 :]}'
             return outcome, annotated.encode()
         return outcome, self.annotate(text, claimed)
 
@@ -583,7 +580,7 @@ class CallJournal:
         """The upstream's response line with the journal's ``_meta`` added to its result."""
         info = self._info(claimed.workflow, claimed.seq, False, claimed.approval)
         try:
-            return set_member(line_text, ("result", "_meta", META_KEY), info).encode()
+            return set_member(line_text, ("result", "_meta", JOURNAL_META), info).encode()
         except ValueError:
             return line_text.encode()
 
@@ -596,4 +593,4 @@ class CallJournal:
         self._running.pop((claimed.workflow, claimed.seq), None)
 
 
-__all__ = ["META_KEY", "CallJournal", "CallRefused", "Claimed", "operator_commands"]
+__all__ = ["CallJournal", "CallRefused", "Claimed", "operator_commands"]

@@ -7,11 +7,11 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from checkpoint_mcp.errors import Stopped, UpstreamExited
 from checkpoint_mcp.intercept.calls import CallJournal
 from checkpoint_mcp.intercept.inflight import InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.settling import PendingProbe
 from checkpoint_mcp.journal.base import Journal, UnitOfWork
+from checkpoint_mcp.refusals import Stopped, UpstreamExited
 from checkpoint_mcp.wire import error_line, id_key
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint_mcp.errors import InvalidCallParams
 from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_KEY_LENGTH
+from checkpoint_mcp.refusals import InvalidCallParams
 from checkpoint_mcp.wire import dumps
 
 SEQ_HINT = "checkpoint_seq"

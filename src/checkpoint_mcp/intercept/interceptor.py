@@ -15,16 +15,7 @@ import logging
 from typing import Any
 
 from checkpoint_mcp import debug
-from checkpoint_mcp.errors import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    CallRefused,
-    DuplicateRequestId,
-    JoinInFlight,
-    JournalError,
-    JournalLost,
-    JournalWriteFailed,
-)
+from checkpoint_mcp.errors import JournalError, JournalLost
 from checkpoint_mcp.intercept.asking import Asker, AsksUsers
 from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
 from checkpoint_mcp.intercept.endings import Endings
@@ -43,6 +34,14 @@ from checkpoint_mcp.intercept.settle import idempotency_key, keyed_line, unanswe
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
 from checkpoint_mcp.journal.base import CallState, Journal, Lineage
+from checkpoint_mcp.refusals import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallRefused,
+    DuplicateRequestId,
+    JoinInFlight,
+    JournalWriteFailed,
+)
 from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, error_line, id_key, member_text, usual_result
 
 logger = logging.getLogger(__name__)

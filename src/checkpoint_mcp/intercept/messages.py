@@ -7,7 +7,7 @@ import logging
 import re
 from typing import Any
 
-from checkpoint_mcp.errors import INTERNAL_ERROR, InvalidCallParams
+from checkpoint_mcp.refusals import INTERNAL_ERROR, InvalidCallParams
 from checkpoint_mcp.signature import MAX_ARGUMENT_DEPTH
 from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, error_line, id_key
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from checkpoint_mcp.clock import parse_duration
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.intercept.repeat_identity import IDENTITY_KEYS, IdentityRule, parse_identity
@@ -58,14 +59,11 @@ DEFAULT_WINDOW: Final = 24 * 3600.0  # seconds a repeat is looked for, when no t
 DEFAULT_PROBE_TIMEOUT: Final = 10.0  # seconds a probe may take before the call stays in doubt
 DEFAULT_CONFIRM_WITHIN: Final = 600.0  # seconds a refused repeat may be confirmed in, under repeat = "confirm"
 DEFAULT_APPROVAL_EXPIRES: Final = 3600.0  # seconds a granted approval stays usable, under approve
-_DURATION: Final = re.compile(r"(\d+)([smhdw])")
-_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RULE_KEYS: Final = frozenset(
     {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", "approve"}
     | {"approval_expires", "within_session", *IDENTITY_KEYS}
 )
-_NEEDS_JOURNAL: Final = ("repeat", "window", "probe", "idempotency", "idempotent", "confirm_within", "approve")
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
 _MATCHER_TESTS: Final = ("equals", "exists", "contains", "nonempty")
 
@@ -127,16 +125,6 @@ class Probe:
     not_happened_if: Matcher | None
     timeout: float = DEFAULT_PROBE_TIMEOUT
     settle_after: float = 0.0  # a "did not happen" counts only for a call started at least this long ago
-
-    def build_arguments(self, call_arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The probe's arguments taken from the in-doubt call's, or None when a pointer finds nothing there."""
-        built: dict[str, Any] = {}
-        for name, pointer in self.arguments.items():
-            value = resolve(dict(call_arguments), parse_pointer(pointer))
-            if value is MISSING:
-                return None
-            built[name] = value
-        return built
 
 
 @dataclass(frozen=True)
@@ -317,27 +305,6 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
     )
 
 
-def parse_window(text: Any, where: str) -> float:
-    """A duration (``"90s"``, ``"30m"``, ``"24h"``, ``"7d"``, ``"2w"``, ``"1d12h"``) or a number, in seconds.
-
-    Raises:
-        UsageError: not such a duration, or not more than zero; ``where`` names the file, table and key.
-    """
-    if isinstance(text, bool) or not isinstance(text, int | float | str):
-        raise UsageError(f'{where}: must be a duration such as "24h", "30m", "90s" (got {_kind(text)})')
-    if isinstance(text, str):
-        compact = text.replace(" ", "").lower()
-        parts = _DURATION.findall(compact)
-        if not parts or "".join(n + u for n, u in parts) != compact:
-            raise UsageError(f"{where}: cannot read duration {text!r}: use a number and a unit (s, m, h, d, w)")
-        seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
-    else:
-        seconds = float(text)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"{where}: the duration must be more than zero (got {text!r})")
-    return seconds
-
-
 def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
     """The table's keys, each checked and converted; only the keys it gives."""
     if not isinstance(table, dict):
@@ -396,7 +363,7 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
             raise UsageError(f"{at}: must be one of {choices} (got {_toml_value(value)})")
         return kind(value)
     if key in ("window", "confirm_within", "approval_expires"):
-        return parse_window(value, at)
+        return parse_duration(value, at)
     if key in IDENTITY_KEYS:
         return value  # checked as a whole by parse_identity: match and ignore exclude each other
     if key == "probe":
@@ -493,10 +460,10 @@ def _probe(value: Any, name: str, where: str) -> Probe:
         raise UsageError(f"{name}: [{where}] happened_if: a probe needs happened_if, not_happened_if or both")
     timeout = DEFAULT_PROBE_TIMEOUT
     if "timeout" in value:
-        timeout = parse_window(value["timeout"], f"{name}: [{where}] timeout")
+        timeout = parse_duration(value["timeout"], f"{name}: [{where}] timeout")
     settle_after = 0.0
     if "settle_after" in value:
-        settle_after = parse_window(value["settle_after"], f"{name}: [{where}] settle_after")
+        settle_after = parse_duration(value["settle_after"], f"{name}: [{where}] settle_after")
     return Probe(tool, MappingProxyType(dict(arguments)), happened, not_happened, timeout, settle_after)
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from checkpoint_mcp.clock import duration_text
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
 
@@ -117,9 +118,9 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         journal = "journaled" if row["journal"] else f"not journaled ({row['journalReason']})"
         repeat = row["repeat"]
         if row["windowSeconds"] is not None:
-            repeat += f" within {format_seconds(row['windowSeconds'])}"
+            repeat += f" within {duration_text(row['windowSeconds'])}"
         if row["confirmWithinSeconds"] is not None:
-            repeat += f" (runs if sent again within {format_seconds(row['confirmWithinSeconds'])})"
+            repeat += f" (runs if sent again within {duration_text(row['confirmWithinSeconds'])})"
         if row["identity"] is not None:
             repeat += f", same call by {row['identity']}"
         lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
@@ -127,7 +128,7 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
             asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
             lines.append(
                 f"{'':<{width}}  approve = {row['approve']}: each call waits for {asker[row['approve']]}; "
-                f"a grant is usable once within {format_seconds(row['approvalExpiresSeconds'])}"
+                f"a grant is usable once within {duration_text(row['approvalExpiresSeconds'])}"
             )
         if row["probe"] is not None:
             probe = row["probe"]
@@ -141,15 +142,6 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
             ((kind, target),) = row["idempotency"].items()
             lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
     return "\n".join(lines)
-
-
-def format_seconds(seconds: float) -> str:
-    """``86400`` as ``24h``, ``604800`` as ``7d``, ``90`` as ``90s``: the largest unit that divides it (days
-    from two on, so a day reads ``24h`` as it is usually written)."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit == "d" else 1) and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _arguments(arguments: Mapping[str, str]) -> str:

@@ -30,22 +30,21 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.clock import age_text, duration_text, iso_after, iso_before, seconds_since, utc_now
 from checkpoint_mcp.difference import json_difference
-from checkpoint_mcp.errors import InvalidCallParams, RepeatRefused
 from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
-from checkpoint_mcp.intercept.policy_report import format_seconds
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, UnitOfWork, utc_now
+from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, UnitOfWork
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import CONFIRM_ASKED
-from checkpoint_mcp.journal.report import iso_before, operator_commands
-from checkpoint_mcp.wire import dumps, raw_response_line, set_member
+from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.refusals import InvalidCallParams, RepeatRefused
+from checkpoint_mcp.wire import JOURNAL_META, dumps, raw_response_line, set_member
 
 EVENT_KIND = "repeat"
-META_KEY = "checkpoint/journal"
 SHORT_RESULT = 160  # characters of the original's result quoted in a refusal
 
 
@@ -134,12 +133,12 @@ def event(found: CallRecord, rule: ToolRule, action: Action, call: RepeatCall) -
         "originalSignature": found.signature,
         "originalState": found.state.value,
         "rule": rule.source,
-        "window": format_seconds(rule.window_seconds),
+        "window": duration_text(rule.window_seconds),
     }
     if call.identity is not None:
         detail["identity"] = call.identity
     if action in (Action.CONFIRM_ASKED, Action.CONFIRMED):
-        detail["confirmWithin"] = format_seconds(rule.confirm_seconds)
+        detail["confirmWithin"] = duration_text(rule.confirm_seconds)
     return Event(found.workflow, EVENT_KIND, found.seq, chain.canonical_text(detail), utc_now())
 
 
@@ -162,7 +161,7 @@ def replay_line(ident: Any, found: CallRecord) -> bytes:
     )
     outcome = found.outcome or "null"
     with contextlib.suppress(ValueError):  # a result that is not an object: nothing to annotate
-        outcome = set_member(outcome, ("_meta", META_KEY), info)
+        outcome = set_member(outcome, ("_meta", JOURNAL_META), info)
     return raw_response_line(ident, "result", outcome)
 
 
@@ -171,22 +170,20 @@ def refusal(
 ) -> RepeatRefused:
     """``RepeatRefused`` for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"`` or ``"confirm"``
     (``redacted``: the call's arguments are not journaled, so how it differs is not told)."""
-    started = datetime.fromisoformat(found.started_at.replace("Z", "+00:00"))
-    after = (started + timedelta(seconds=rule.window_seconds)).isoformat(timespec="seconds").replace("+00:00", "Z")
-    age = max(0.0, (datetime.now(UTC) - started).total_seconds())
+    after = iso_after(found.started_at, rule.window_seconds)[:-5] + "Z"  # to the second
     return RepeatRefused(
         workflow=found.workflow,
         seq=found.seq,
         tool=found.tool,
         started_at=found.started_at,
-        ago=format_seconds(float(int(age))) if age >= 1 else "less than a second",
+        ago=age_text(seconds_since(found.started_at) or 0.0),
         result=short_result(found.outcome),
-        window=format_seconds(rule.window_seconds),
+        window=duration_text(rule.window_seconds),
         runs_again_after=after,
         rule=rule.source,
         commands=operator_commands(journal_location, found.workflow, found.seq),
         differences=differences(found, call, redacted),
-        confirm_within=format_seconds(rule.confirm_seconds) if rule.repeat is Repeat.CONFIRM else None,
+        confirm_within=duration_text(rule.confirm_seconds) if rule.repeat is Repeat.CONFIRM else None,
     )
 
 

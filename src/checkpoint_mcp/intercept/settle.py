@@ -26,9 +26,9 @@ import itertools
 import json
 import secrets
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
+from checkpoint_mcp.clock import seconds_since
 from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.wire import dumps, set_member
 
@@ -235,7 +235,7 @@ def judge(
             verdict, reason = Verdict.HAPPENED, "happened_if matched"
         elif not_happened and not happened:
             verdict, reason = Verdict.NOT_HAPPENED, "not_happened_if matched"
-            age = _age(started_at)
+            age = seconds_since(started_at)
             if age is not None and age < probe.settle_after:
                 verdict = Verdict.UNKNOWN
                 reason = (
@@ -247,17 +247,6 @@ def judge(
         else:
             reason = "neither happened_if nor not_happened_if matched"
     return Finding(verdict, reason, probe.tool, arguments, result)
-
-
-def _age(started_at: str | None) -> float | None:
-    """Seconds since ``started_at`` (the journal's ISO 8601 UTC text), or None when unknown."""
-    if not started_at:
-        return None
-    try:
-        then = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (datetime.now(UTC) - then).total_seconds()
 
 
 def unanswered(probe: Probe, arguments: Mapping[str, Any], reason: str) -> Finding:

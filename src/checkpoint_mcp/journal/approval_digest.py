@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from checkpoint_mcp.clock import iso_after, utc_now
 from checkpoint_mcp.journal.approval_rows import APPROVAL_COLUMNS, Approval, ApprovalState, approval
-from checkpoint_mcp.journal.approvals import later
-from checkpoint_mcp.journal.base import utc_now
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.digest import JournalReader
@@ -88,4 +87,4 @@ def open_approvals(reader: JournalReader, workflow: str, now: str | None = None)
 
 def _still_denied(request: Approval, now: str) -> bool:
     """True while the gate answers the same call with this denial (see ``ApprovalGate.refusal``)."""
-    return request.decided_at is not None and later(request.decided_at, request.expires_after) > now
+    return request.decided_at is not None and iso_after(request.decided_at, request.expires_after) > now

@@ -11,20 +11,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
+from checkpoint_mcp.clock import duration_text
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
 
 SHORT_ARGUMENTS: Final = 48
 """The table cuts the arguments to this many characters (`--json` and `journal show` have them whole)."""
-_UNITS: Final = (("d", 86400), ("h", 3600), ("m", 60))
-
-
-def duration_text(seconds: float) -> str:
-    """``3600`` as ``1h``, ``90`` as ``90s``: the largest unit that divides it."""
-    for unit, size in _UNITS:
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def arguments_value(found: Approval) -> Any:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from checkpoint_mcp.clock import iso_after, utc_now
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.approval_rows import APPROVAL_COLUMNS, Approval, ApprovalState
 from checkpoint_mcp.journal.approval_rows import approval as approval_row
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, utc_now
+from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import INSERT_CALL, find_repeat
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
@@ -40,12 +40,6 @@ class Consumed(NamedTuple):
 
     reserved: bool
     repeat: CallRecord | None = None
-
-
-def later(moment: str, seconds: float) -> str:
-    """The journal's timestamp ``seconds`` after ``moment`` (itself a journal timestamp)."""
-    then = datetime.fromisoformat(moment.replace("Z", "+00:00")).astimezone(UTC) + timedelta(seconds=seconds)
-    return then.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _detail(found: Approval, action: str, **more: Any) -> dict[str, Any]:
@@ -138,7 +132,7 @@ class ApprovalStore(Statements):
                 shown = found.state_at(now).value
                 raise UsageError(f"approval #{approval_id} is {shown}, not pending: it cannot be decided again")
             state = ApprovalState.GRANTED if grant else ApprovalState.DENIED
-            expires_at = later(now, found.expires_after) if grant else None
+            expires_at = iso_after(now, found.expires_after) if grant else None
             changed = self.execute(
                 "UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, reason = ?, expires_at = ?"
                 " WHERE id = ? AND state = 'pending'",

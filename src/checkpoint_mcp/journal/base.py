@@ -7,7 +7,6 @@ once in portable SQL; ``sqlite.py`` and ``postgres.py`` hold only what differs b
 from __future__ import annotations
 
 import enum
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -219,18 +218,6 @@ def decide(record: CallRecord | None, signature: str) -> Decision:
     if record.signature != signature:
         return Diverge(record)
     return Replay(record)
-
-
-_SECOND: list[Any] = [-1, ""]
-
-
-def utc_now() -> str:
-    """The current time as ISO 8601 UTC with milliseconds, as stored in the journal."""
-    now = time.time()
-    second = int(now)
-    if second != _SECOND[0]:
-        _SECOND[0], _SECOND[1] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return f"{_SECOND[1]}.{int((now - second) * 1000):03d}Z"
 
 
 class Batch(NamedTuple):

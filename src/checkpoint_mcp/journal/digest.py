@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
+from checkpoint_mcp.journal import owner_lock
 from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState, Lineage, lineage_from_rows
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION
 
@@ -475,29 +476,12 @@ class _SqliteReader(JournalReader):
             return self._con.execute(sql, tuple(params)).fetchall()
 
     def owner_since(self, root: str) -> tuple[str, str] | None:
-        import fcntl
-        import hashlib
-        import json
-
-        # The proxy's lock file (see SqliteJournal._lock_path); never created here.
-        digest = hashlib.sha256(root.encode()).hexdigest()[:32]
-        try:
-            fd = os.open(os.path.join(self.path + ".owners", f"{digest}.lock"), os.O_RDONLY)
-        except OSError:
+        owner = owner_lock.probe(owner_lock.lock_path(self.path, root))
+        if owner is None:
             return None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                try:
-                    info = json.loads(os.pread(fd, 4096, 0) or b"null")
-                    return str(info["since"]), f"pid {info['pid']} on {info['host']}"
-                except (ValueError, TypeError, KeyError):
-                    return "", "a proxy starting up"
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
+        if owner is owner_lock.STARTING_UP:
+            return owner.since, "a proxy starting up"
+        return owner.since, f"pid {owner.pid} on {owner.host}"
 
     def close(self) -> None:
         self._con.close()

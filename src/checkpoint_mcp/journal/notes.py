@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final, NamedTuple
 
-from checkpoint_mcp.errors import REPEAT_REFUSED
 from checkpoint_mcp.journal.chain import Link
+from checkpoint_mcp.refusals import REPEAT_REFUSED
 
 NOTED_KINDS: Final = frozenset({"repeat", "approval"})
 """Event kinds the views list as policy notes."""

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from checkpoint_mcp.errors import FAILED_BY_OPERATOR, UsageError, WorkflowOwned
+from checkpoint_mcp.clock import iso_before
+from checkpoint_mcp.errors import UsageError, WorkflowOwned
 from checkpoint_mcp.journal import approval_audit, approval_report, audit, chain, report
 from checkpoint_mcp.journal.approval_rows import Approval
 from checkpoint_mcp.journal.approvals import ApprovalStore
@@ -21,6 +22,7 @@ from checkpoint_mcp.journal.base import (
     ResolveAction,
     WorkflowSummary,
 )
+from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 
 
 def describe(journal: Journal, workflow: str) -> tuple[WorkflowSummary, list[CallRecord], list[Resolution]]:
@@ -107,7 +109,7 @@ def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], lis
     Returns what was removed (workflow -> sequences) and the roots skipped because a proxy owns them.
     """
     owned = sorted({s.root for s in journal.workflows() if s.owner is not None})
-    return journal.collect(report.iso_before(age), skip_roots=owned), owned
+    return journal.collect(iso_before(age), skip_roots=owned), owned
 
 
 def _call_rows(records: list[CallRecord]) -> dict[int, dict[str, Any]]:

@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import (
     JournalCorrupt,
     JournalLost,
@@ -33,7 +34,7 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
 )
 from checkpoint_mcp.journal import chain, pgwrites
-from checkpoint_mcp.journal.base import OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal.base import OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key

@@ -22,8 +22,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, utc_now
+from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record

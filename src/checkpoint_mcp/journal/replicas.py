@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from checkpoint_mcp.journal.base import utc_now
+from checkpoint_mcp.clock import utc_now
 
 try:
     import psycopg

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.clock import parse_time
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
 
 SHORT_ARGUMENTS = 60
-_DURATION = re.compile(r"(\d+)\s*([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def operator_commands(journal: str, workflow: str, seq: int) -> dict[str, str]:
@@ -45,36 +41,11 @@ def approval_commands(journal: str, approval_id: int) -> dict[str, str]:
     }
 
 
-def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``1d12h``, ``90m``, ``2w``, ``45s`` as a timedelta.
-
-    Raises:
-        UsageError: the text is not such a duration.
-    """
-    compact = text.replace(" ", "").lower()
-    parts = _DURATION.findall(compact)
-    if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
-        raise UsageError(f"cannot read duration {text!r}: use a number and a unit, e.g. 30d, 12h, 90m, 1d12h")
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
-
-
-def iso_before(age: timedelta, now: datetime | None = None) -> str:
-    """The journal's timestamp format for ``now - age``."""
-    moment = (now or datetime.now(UTC)) - age
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def duration_text(record: CallRecord) -> str:
+def call_duration_text(record: CallRecord) -> str:
     """How long the call took, ``1.25 s``, or ``-`` while PENDING."""
-    start, end = _parse_time(record.started_at), _parse_time(record.finished_at)
-    if start is None or end is None:
+    if not record.finished_at:
         return "-"
+    start, end = parse_time(record.started_at), parse_time(record.finished_at)
     seconds = (end - start).total_seconds()
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
@@ -202,7 +173,7 @@ def render_show(summary: WorkflowSummary, calls: list[CallRecord], resolutions: 
         header.append(f"  calls before #{summary.fork_seq} are those of {summary.parent}")
     header.append(f"  live owner: {summary.owner.describe() if summary.owner else 'none'}")
     rows = [
-        [f"#{r.seq}", r.tool, r.state.value, r.started_at, duration_text(r), short_arguments(r), r.key or ""]
+        [f"#{r.seq}", r.tool, r.state.value, r.started_at, call_duration_text(r), short_arguments(r), r.key or ""]
         for r in calls
     ]
     timeline = (
@@ -225,7 +196,7 @@ def render_call(record: CallRecord, resolutions: list[Resolution]) -> str:
         f"  tool:       {record.tool}",
         f"  state:      {record.state.value}",
         f"  started:    {record.started_at}",
-        f"  finished:   {record.finished_at or '-'} ({duration_text(record)})",
+        f"  finished:   {record.finished_at or '-'} ({call_duration_text(record)})",
         f"  key:        {record.key or '-'}",
         f"  signature:  {record.signature}",
         "  arguments:",

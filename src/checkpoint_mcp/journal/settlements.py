@@ -11,9 +11,10 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, ResolveAction, utc_now
+from checkpoint_mcp.journal.base import CallRecord, CallState, ResolveAction
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record

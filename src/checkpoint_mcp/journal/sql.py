@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import audit, chain
 from checkpoint_mcp.journal.approvals import ApprovalStore
@@ -31,7 +32,6 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     WorkflowSummary,
     lineage_from_rows,
-    utc_now,
 )
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat, newest_repeat_txn

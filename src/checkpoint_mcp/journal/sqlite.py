@@ -18,7 +18,6 @@ changed.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -29,9 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
-from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, utc_now
+from checkpoint_mcp.journal import chain, owner_lock
+from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal, merged
@@ -187,7 +187,7 @@ class SqliteJournal(SqlJournal):
         self.path = os.path.abspath(os.path.expanduser(path))
         self.audit_key = audit_key
         self.location = self.path
-        self.owners_dir = self.path + ".owners"
+        self.owners_dir = owner_lock.owners_folder(self.path)
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             raise JournalUnavailable(f"cannot open journal {self.path}: directory {directory} does not exist")
@@ -480,8 +480,7 @@ class SqliteJournal(SqlJournal):
     # ---- ownership ----------------------------------------------------------------------------------------
 
     def _lock_path(self, root: str) -> str:
-        digest = hashlib.sha256(root.encode()).hexdigest()[:32]
-        return os.path.join(self.owners_dir, f"{digest}.lock")
+        return owner_lock.lock_path(self.path, root)
 
     def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
         """Take the flock of ``root``'s lineage and write who we are into it.
@@ -503,7 +502,7 @@ class SqliteJournal(SqlJournal):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    owner = _read_owner(fd)
+                    owner = owner_lock.read_owner(fd)
                     os.close(fd)
                     raise WorkflowOwned(root, owner.describe() if owner else "starting up") from None
                 time.sleep(0.02)
@@ -519,21 +518,8 @@ class SqliteJournal(SqlJournal):
         return _FileOwnership(fd, path)
 
     def owner(self, root: str) -> OwnerInfo | None:
-        """The live owner of ``root``'s lineage: a shared-lock probe fails only while someone holds it."""
-        path = self._lock_path(root)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return _read_owner(fd) or OwnerInfo(0, "?", "?", "starting up")
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
+        """The live owner of ``root``'s lineage (``owner_lock.probe``)."""
+        return owner_lock.probe(self._lock_path(root))
 
     def write_now(self, batches: Sequence[Batch]) -> bool:
         """Commit here unless another connection holds the write lock (then False, nothing written): a local
@@ -564,11 +550,3 @@ class SqliteJournal(SqlJournal):
     def close(self) -> None:
         """Close the connection."""
         self._con.close()
-
-
-def _read_owner(fd: int) -> OwnerInfo | None:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"null")
-        return OwnerInfo(int(data["pid"]), str(data["host"]), str(data["since"]), str(data.get("command", "")))
-    except (ValueError, TypeError, KeyError, OSError):
-        return None

@@ -32,15 +32,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
-from checkpoint_mcp import errors
+from checkpoint_mcp import refusals
 from checkpoint_mcp.telemetry import CallTrace, Peer, Telemetry
-from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, dumps, id_key
+from checkpoint_mcp.wire import JOURNAL_META, Kind, Message, WireParseError, classify, dumps, id_key
 
 INSTRUMENTATION = "checkpoint_mcp"
 SHUTDOWN_SECONDS = 3.0  # at exit: how long the last export may take (the SDK's own default would be 30 s)
 logger = logging.getLogger(__name__)
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)  # the conventions' advice
-JOURNAL_META = "checkpoint/journal"
 REPEAT_OF = "repeatOf"  # in JOURNAL_META: a repeat caught by a tool policy, answered with the original's result
 SETTLED_META = "checkpoint/settled"  # an in-doubt call settled by a tool policy's probe
 COMMIT_SPAN = "checkpoint.journal.commit"
@@ -51,16 +50,16 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 # the client of a call that went upstream is the outcome of a run (the upstream's own error, or the upstream
 # gone); one that never went upstream was refused here.
 DECISION_BY_CODE: dict[int, str] = {
-    errors.IN_DOUBT: "in_doubt",
-    errors.DIVERGENCE: "divergence",
-    errors.COLLECTED: "collected",
-    errors.STILL_IN_FLIGHT: "in_flight",
-    errors.JOURNAL_WRITE_FAILED: "journal_write_failed",
-    errors.REPEAT_REFUSED: "repeat",
+    refusals.IN_DOUBT: "in_doubt",
+    refusals.DIVERGENCE: "divergence",
+    refusals.COLLECTED: "collected",
+    refusals.STILL_IN_FLIGHT: "in_flight",
+    refusals.JOURNAL_WRITE_FAILED: "journal_write_failed",
+    refusals.REPEAT_REFUSED: "repeat",
 }
 # A call whose tool needs a person's approval: refused as ``awaiting_approval`` or ``approval_denied`` (its
 # ``data.reason``), or run on one (its result's journal _meta names the approval): ``checkpoint.approval`` is the id.
-APPROVAL_REASONS = errors.ERROR_CODES[errors.APPROVAL_REQUIRED].reasons
+APPROVAL_REASONS = refusals.ERROR_CODES[refusals.APPROVAL_REQUIRED].reasons
 
 
 class SdkTelemetry(Telemetry):
@@ -337,8 +336,8 @@ class LineTrace:
         if self._record_content and isinstance(message, str):
             return message
         code = outcome.get("code")
-        if isinstance(code, int) and code in errors.ERROR_CODES:
-            return errors.ERROR_CODES[code].name
+        if isinstance(code, int) and code in refusals.ERROR_CODES:
+            return refusals.ERROR_CODES[code].name
         if outcome.get("error.type") == "tool_error":
             return "tool error (isError)"
         if outcome.get("error.type") == "cancelled":
@@ -423,7 +422,7 @@ def _journal_facts(body: dict[str, Any]) -> dict[str, Any]:
     data = error.get("data") if isinstance(error, dict) else None
     if isinstance(data, dict):
         said = {k: data[k] for k in ("workflow", "seq") if isinstance(data.get(k), str | int) and data[k] is not None}
-        if isinstance(error, dict) and error.get("code") == errors.APPROVAL_REQUIRED:
+        if isinstance(error, dict) and error.get("code") == refusals.APPROVAL_REQUIRED:
             said |= {"approval": data["approval"]} if isinstance(data.get("approval"), int) else {}
         return said
     return {}
@@ -444,7 +443,7 @@ def _decision(journal: dict[str, Any], outcome: dict[str, Any], forwarded: bool)
     if isinstance(code, int) and code in DECISION_BY_CODE:
         return DECISION_BY_CODE[code]
     data = outcome.get("data")
-    if code == errors.APPROVAL_REQUIRED and isinstance(data, dict) and data.get("reason") in APPROVAL_REASONS:
+    if code == refusals.APPROVAL_REQUIRED and isinstance(data, dict) and data.get("reason") in APPROVAL_REASONS:
         return str(data["reason"])
     if forwarded:
         # A journaled run's result carries the journal's _meta; an error does not say, but it went upstream.

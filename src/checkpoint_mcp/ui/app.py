@@ -24,10 +24,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import operations
 from checkpoint_mcp.journal.approvals import ApprovalStore
-from checkpoint_mcp.journal.base import Journal, utc_now
+from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.ui import approval_list, pages, views
 from checkpoint_mcp.ui.security import (
     CSRF_FIELD,

@@ -12,11 +12,11 @@ from html import escape
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
-from checkpoint_mcp.errors import FAILED_BY_OPERATOR
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, note_text
-from checkpoint_mcp.journal.report import duration_text, lineage_text, short_arguments
+from checkpoint_mcp.journal.report import call_duration_text, lineage_text, short_arguments
+from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 from checkpoint_mcp.ui import approval_list
 from checkpoint_mcp.ui.views import APPROVALS_WINDOW, CallView, Overview, Timeline, in_doubt
 
@@ -220,7 +220,7 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "",
         f' data-seq="{row.record.seq}"><td>{_a(page.links.record(row.record), f"#{row.record.seq}")}</td>'
         f"<td>{escape(row.record.tool)}</td><td>{_state(row.record, live)}</td>"
         f'<td class="time">{escape(row.record.started_at)}</td>'
-        f'<td class="num">{escape(duration_text(row.record))}</td>'
+        f'<td class="num">{escape(call_duration_text(row.record))}</td>'
         f"<td><code>{escape(short_arguments(row.record))}</code></td><td>{escape(row.record.key or '')}</td>"
         f"<td>{'↺ inherited from ' + escape(row.record.workflow) if row.inherited else ''}"
         f"{' · '.join(escape(r.action.value) + ' by ' + escape(r.user) for r in row.resolutions)}</td></tr>"
@@ -332,7 +332,10 @@ def call_page(
         ("State", _state(record, view.owner_live)),
         ("Tool", escape(record.tool)),
         ("Started", escape(record.started_at)),
-        ("Finished", f"{escape(record.finished_at)} ({escape(duration_text(record))})" if record.finished_at else "-"),
+        (
+            "Finished",
+            f"{escape(record.finished_at)} ({escape(call_duration_text(record))})" if record.finished_at else "-",
+        ),
         ("Key", escape(record.key or "-")),
         ("Signature", f"<code>{escape(record.signature)}</code>"),
     ]

@@ -18,7 +18,8 @@ from types import TracebackType
 from typing import Any, Final
 
 from checkpoint_mcp.config import RemoteConfig
-from checkpoint_mcp.errors import METHOD_NOT_FOUND, UpstreamError
+from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.refusals import METHOD_NOT_FOUND
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
 from checkpoint_mcp.wire import Kind, WireParseError, classify, encode, id_key

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import IN_DOUBT
 
 from httpservers import HttpServer, sdk_server
 from support import ProxyProcess, done_count, journal_states, read_effects, wait_until

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT, UPSTREAM_EXITED, UPSTREAM_REFUSED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import IN_DOUBT, UPSTREAM_EXITED, UPSTREAM_REFUSED
 
 from httpservers import HttpServer, faults_server
 from support import ProxyProcess, journal_states, read_effects, wait_until

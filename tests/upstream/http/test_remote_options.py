@@ -10,8 +10,8 @@ from pathlib import Path
 
 import trustme
 
-from checkpoint_mcp.errors import UPSTREAM_REFUSED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import UPSTREAM_REFUSED
 
 from httpservers import faults_server
 from support import ProxyProcess, checkpoint_argv, journal_states

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.errors import UPSTREAM_EXITED, UPSTREAM_REFUSED
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import UPSTREAM_EXITED, UPSTREAM_REFUSED
 
 from httpservers import HttpServer, faults_server, sdk_server
 from support import ProxyProcess, journal_states, read_effects, wait_until

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.errors import IN_DOUBT
 from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.refusals import IN_DOUBT
 from ledger import verified
 
 from httpservers import HttpServer

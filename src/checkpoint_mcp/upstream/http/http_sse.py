@@ -13,7 +13,7 @@ import logging
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
-from checkpoint_mcp.errors import UpstreamRefused
+from checkpoint_mcp.refusals import UpstreamRefused
 from checkpoint_mcp.upstream.base import UpstreamSink
 from checkpoint_mcp.upstream.http.client import ConnectFailed, HttpClient, HttpError, Response
 from checkpoint_mcp.upstream.http.exchange import (

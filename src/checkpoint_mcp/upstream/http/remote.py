@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from checkpoint_mcp.config import RemoteConfig
-from checkpoint_mcp.errors import UpstreamRefused
+from checkpoint_mcp.refusals import UpstreamRefused
 from checkpoint_mcp.upstream.base import UpstreamSink
 from checkpoint_mcp.upstream.http.client import Broken, ConnectFailed, HttpError, Response, open_client
 from checkpoint_mcp.upstream.http.exchange import (

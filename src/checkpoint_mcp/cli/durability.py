@@ -1,4 +1,4 @@
-"""The journaling flags shared by the stdio proxy and the gateway beyond their common ones: the durability trade.
+"""The durability trade the two pumps' commands share (`checkpoint` and `checkpoint serve`): ``--relaxed-completions``.
 
 ``journal_options`` adds ``--relaxed-completions`` to a click command; ``relaxed_choice`` checks it against the
 command's ``--journal`` (SQLite only: a PostgreSQL commit is always synced).

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 
 SERVERS = Path(__file__).parent / "servers"
 DEFAULT_TIMEOUT = 20.0

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED, IN_DOUBT
 
 from support import (

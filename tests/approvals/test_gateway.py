@@ -16,7 +16,7 @@ import pytest
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED, IN_DOUBT
 from gatewayproc import MODERN, GatewayProcess, Reply, effects_gateway, initialize, modern_call, request, sse_data
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from checkpoint_mcp.signature import call_signature
 

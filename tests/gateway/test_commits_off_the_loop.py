@@ -14,7 +14,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from gatewayproc import MODERN, effects_gateway, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_states

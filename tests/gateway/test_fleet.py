@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 from ledger import verified

@@ -15,7 +15,7 @@ import pytest
 
 from checkpoint_mcp.intercept.settle import idempotency_key
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from gatewayproc import MODERN, GatewayProcess, modern_call, request
 from ledger import POLICY, ledger, step, verified
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from gatewayproc import MODERN, GatewayProcess, initialize, modern_call, request
 
 from httpservers import sdk_server

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
 

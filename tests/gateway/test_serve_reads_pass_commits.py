@@ -12,7 +12,7 @@ import concurrent.futures
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from gatewayproc import MODERN, Reply, effects_gateway, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until, write_lock

@@ -9,7 +9,7 @@ import os
 import signal
 from pathlib import Path
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import UPSTREAM_EXITED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, initialize, request, sse_data
 

@@ -16,7 +16,8 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from gatewayproc import MODERN, GatewayProcess, modern_call, request
 from ledger import POLICY, ledger, verified
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.init.wrap import is_session_server, runs_checkpoint
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from scripted_responses import McpCall, ResponsesModel, serving
 
 import nodetools

@@ -15,7 +15,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from checkpoint_mcp.intercept.policy import Repeat, load_policy
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import REPEAT_REFUSED
 
 from .entries import run_init, stdio_params

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, REPEAT_REFUSED
 from ledger import ledger, verified
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 
 from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd, wait_until

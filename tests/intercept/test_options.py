@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT
 
 from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd, wait_until

@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 
 from support import ProxyProcess, done_count, journal_calls, server_cmd
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_settle_e2e import CHARGE, MAIL, crash_during, proxy
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from ledger import ledger, verified
 
 from support import checkpoint_argv, journal_calls, server_cmd

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id, open_journal
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, REPEAT_REFUSED
 
 from support import ProxyProcess, done_count, journal_calls, read_effects, server_cmd

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, Journal
+from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 
 from support import ProxyProcess, done_count, effects_proxy, read_effects

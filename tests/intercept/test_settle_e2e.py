@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT
 from ledger import POLICY, ledger, verified
 

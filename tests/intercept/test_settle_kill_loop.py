@@ -18,7 +18,8 @@ import pytest
 
 from checkpoint_mcp.intercept.settle import idempotency_key
 from checkpoint_mcp.journal import default_workflow_id, open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from ledger import POLICY, ledger, step, verified
 
 from support import ProxyProcess, server_cmd

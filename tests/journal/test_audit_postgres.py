@@ -10,8 +10,8 @@ from pathlib import Path
 import psycopg
 
 from checkpoint_mcp.journal import chain, operations
-from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import MIGRATIONS, PostgresJournal
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.signature import call_signature
 
 from support import done_count, effects_proxy

@@ -15,8 +15,9 @@ import pytest
 
 from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction, UnitOfWork
+from checkpoint_mcp.journal.base import Journal, ResolveAction, UnitOfWork
 from checkpoint_mcp.journal.pgwrites import ARRAY_ROWS
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 from ledger import verified
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import Batch, CallState
+from checkpoint_mcp.journal.base import Batch
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 
 HELD_SECONDS = 0.3

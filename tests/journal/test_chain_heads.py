@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import chain, operations
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 
 from support import effects_proxy

@@ -15,8 +15,9 @@ import pytest
 
 from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import Batch, CallState, Journal
+from checkpoint_mcp.journal.base import Batch, Journal
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.journal.records import CallState
 
 from support import DEFAULT_TIMEOUT
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint_mcp.journal.base import (
-    CallRecord,
-    CallState,
-    Diverge,
-    InDoubtAt,
-    Proceed,
-    Replay,
-    decide,
-)
+from checkpoint_mcp.journal.base import Diverge, InDoubtAt, Proceed, Replay, decide
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 
 def row(state: CallState, signature: str = "sig-a") -> CallRecord:

@@ -13,8 +13,9 @@ import pytest
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal, operations
-from checkpoint_mcp.journal.base import CallState, Journal, Lineage
+from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.digest import DONE_FETCH, JournalReader, Mark, open_reader
+from checkpoint_mcp.journal.records import CallState
 
 
 @contextmanager

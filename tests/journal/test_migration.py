@@ -14,8 +14,9 @@ import pytest
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import open_journal, postgres
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
 from checkpoint_mcp.refusals import (
     ERROR_CODES,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 
 from support import ProxyProcess, journal_states, server_cmd
 

@@ -17,8 +17,8 @@ import pytest
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
-from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresJournal, masked
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, JOURNAL_WRITE_FAILED
 from checkpoint_mcp.signature import call_signature
 from pgserver import PASSWORD, PgServer

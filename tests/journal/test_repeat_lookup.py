@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, Journal
+from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.journal.records import CallState
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
-from checkpoint_mcp.journal.base import CallState
 from checkpoint_mcp.journal.postgres import PostgresJournal
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sequences import BLOCK_MAX, BLOCK_SECONDS, SequenceBlocks
 from ledger import verified
 from pgserver import PgServer

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteJournal
 
 

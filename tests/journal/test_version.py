@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 
 OPERATOR_FAILED = json.dumps({"code": FAILED_BY_OPERATOR})  # an operator's `resolve --failed`, in short

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.refusals import INVALID_REQUEST, JOURNAL_WRITE_FAILED, PARSE_ERROR
 

@@ -29,8 +29,9 @@ import pytest
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import default_workflow_id, is_postgres_url, open_journal
-from checkpoint_mcp.journal.base import CallState, Journal
+from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.proxy.relay import Relay
 from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 from checkpoint_mcp.upstream.stdio.process import spawn

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT
 
 from support import ProxyProcess, done_count, effects_proxy, journal_states, read_effects, wait_until

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id, open_journal
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.refusals import IN_DOUBT
 

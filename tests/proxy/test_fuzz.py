@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkpoint_mcp.journal import default_workflow_id
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
 from support import ProxyProcess, effects_proxy, journal_calls, read_effects

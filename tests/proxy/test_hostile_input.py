@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import INVALID_PARAMS, INVALID_REQUEST
 
 from support import ProxyProcess, done_count, effects_proxy, journal_states, server_cmd

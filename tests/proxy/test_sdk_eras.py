@@ -15,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from checkpoint_mcp.journal import default_workflow_id
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT
 
 from support import done_count, journal_calls, server_cmd

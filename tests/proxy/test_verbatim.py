@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.wire import member_text
 
 from support import ProxyProcess, effects_proxy, journal_calls, journal_states, server_cmd, wait_until

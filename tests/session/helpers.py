@@ -32,7 +32,7 @@ def journal_calls(location: str, workflow: str, calls: list[tuple[str, dict[str,
     import json
 
     from checkpoint_mcp.journal import open_journal
-    from checkpoint_mcp.journal.base import CallState
+    from checkpoint_mcp.journal.records import CallState
 
     journal = open_journal(location)
     try:

@@ -19,7 +19,8 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.ui.app import create_app
 
 from support import DEFAULT_TIMEOUT, effects_proxy, journal_states

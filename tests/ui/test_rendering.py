@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.ui import pages, views
 from checkpoint_mcp.ui.timeline import span_text, timeline_svg
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import BrowserContext, expect
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 
 from support import checkpoint_argv, journal_states
 from ui_support import crashed_journal

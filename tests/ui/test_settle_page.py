@@ -9,7 +9,8 @@ from pathlib import Path
 from playwright.sync_api import BrowserContext, expect
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState, ResolveAction
+from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from ledger import POLICY, ledger, verified
 
 from support import ProxyProcess, journal_states, server_cmd

@@ -29,8 +29,9 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.calls import CallJournal
 from checkpoint_mcp.intercept.traced import traced
-from checkpoint_mcp.journal.base import CallState, Journal, Ownership
+from checkpoint_mcp.journal.base import Journal, Ownership
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.replicas import ReplicaPresence
 from checkpoint_mcp.telemetry import OFF, Telemetry, peer
 from checkpoint_mcp.upstream.base import Upstream

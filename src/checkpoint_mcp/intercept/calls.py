@@ -27,9 +27,6 @@ from checkpoint_mcp.intercept.settle import SettleRule, can_settle
 from checkpoint_mcp.journal.base import (
     MAX_HINT_SEQ,
     MAX_SEQ,
-    REDACTED_ARGUMENTS,
-    CallRecord,
-    CallState,
     Diverge,
     InDoubtAt,
     Journal,
@@ -38,6 +35,7 @@ from checkpoint_mcp.journal.base import (
     UnitOfWork,
     decide,
 )
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallRecord, CallState
 from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.refusals import (
     CallRefused,

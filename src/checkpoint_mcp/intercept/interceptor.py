@@ -33,7 +33,8 @@ from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle import idempotency_key, keyed_line, unanswered
 from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
-from checkpoint_mcp.journal.base import CallState, Journal, Lineage
+from checkpoint_mcp.journal.base import Journal, Lineage
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import (
     INVALID_REQUEST,
     PARSE_ERROR,

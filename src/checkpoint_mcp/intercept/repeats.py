@@ -37,8 +37,9 @@ from checkpoint_mcp.clock import age_text, duration_text, iso_after, iso_before,
 from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage, UnitOfWork
+from checkpoint_mcp.journal.base import Lineage, UnitOfWork
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeats import CONFIRM_ASKED
 from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.refusals import InvalidCallParams, RepeatRefused

@@ -30,7 +30,8 @@ from checkpoint_mcp.intercept.settle import (
     unanswered,
     with_key_argument,
 )
-from checkpoint_mcp.journal.base import CallState, Journal, ResolveAction
+from checkpoint_mcp.journal.base import Journal, ResolveAction
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.wire import dumps, error_line
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, decide
+from checkpoint_mcp.journal.base import Journal, decide
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 
 def is_postgres_url(location: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.clock import duration_text
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 
 SHORT_ARGUMENTS: Final = 48
 """The table cuts the arguments to this many characters (`--json` and `journal show` have them whole)."""

@@ -24,8 +24,9 @@ from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.approval_rows import APPROVAL_COLUMNS, Approval, ApprovalState
 from checkpoint_mcp.journal.approval_rows import approval as approval_row
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage
+from checkpoint_mcp.journal.base import Lineage
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeats import INSERT_CALL, find_repeat
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record

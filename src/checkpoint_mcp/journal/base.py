@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.journal.chain import Event, Link
-
-REDACTED_ARGUMENTS = '"«redacted»"'
-"""What ``--redact-args-in-journal`` stores instead of the arguments (a JSON string)."""
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 MAX_KEY_LENGTH = 256
 """The longest ``_meta.checkpoint_key`` (or ``idempotencyKey``) accepted."""
@@ -26,40 +24,6 @@ used, has 2**63 - 2**53 sequences of room above any client's choice and can neve
 
 MAX_SEQ = 2**63 - 1
 """The highest sequence either database can store (a signed 64-bit integer)."""
-
-
-class CallState(enum.Enum):
-    """The life of one journaled tools/call."""
-
-    # Reserved, and durable, before the upstream saw the call. Stays so until the upstream answers; a
-    # PENDING row found by a later proxy means the call was in flight at a crash: it is in doubt.
-    PENDING = "PENDING"
-    # The upstream answered with a result (an ``isError: true`` result too: the tool ran). Replays return it.
-    COMPLETED = "COMPLETED"
-    # The upstream answered with a JSON-RPC error. Replays return the same error; it is never re-run.
-    FAILED = "FAILED"
-
-
-class CallRecord(NamedTuple):
-    """One row of the journal: a tools/call at a sequence of a workflow, and what became of it."""
-
-    workflow: str
-    seq: int
-    tool: str
-    arguments: str  # compact JSON of the arguments, or REDACTED_ARGUMENTS
-    signature: str  # hex SHA-256, see signature.py
-    state: CallState
-    outcome: str | None  # JSON text: the result if COMPLETED, the error object if FAILED, else None
-    started_at: str  # ISO 8601 UTC
-    finished_at: str | None
-    key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
-    replica: str | None = None  # the `checkpoint serve` replica that reserved it, while it may still be running
-    identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
-
-    @property
-    def redacted(self) -> bool:
-        """True when the arguments were not journaled."""
-        return self.arguments == REDACTED_ARGUMENTS
 
 
 class Branch(NamedTuple):

@@ -28,7 +28,8 @@ from typing import Any, Final
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal import owner_lock
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState, Lineage, lineage_from_rows
+from checkpoint_mcp.journal.base import Lineage, lineage_from_rows
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION
 
 DONE_FETCH: Final = 200

@@ -14,14 +14,8 @@ from checkpoint_mcp.errors import UsageError, WorkflowOwned
 from checkpoint_mcp.journal import approval_audit, approval_report, audit, chain, report
 from checkpoint_mcp.journal.approval_rows import Approval
 from checkpoint_mcp.journal.approvals import ApprovalStore
-from checkpoint_mcp.journal.base import (
-    REDACTED_ARGUMENTS,
-    CallRecord,
-    Journal,
-    Resolution,
-    ResolveAction,
-    WorkflowSummary,
-)
+from checkpoint_mcp.journal.base import Journal, Resolution, ResolveAction, WorkflowSummary
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallRecord
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 
 

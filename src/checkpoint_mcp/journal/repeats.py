@@ -24,8 +24,9 @@ from typing import Any
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import chain
-from checkpoint_mcp.journal.base import CallRecord, CallState, Lineage
+from checkpoint_mcp.journal.base import Lineage
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record
 

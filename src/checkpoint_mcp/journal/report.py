@@ -7,7 +7,8 @@ import shlex
 from typing import Any
 
 from checkpoint_mcp.clock import parse_time
-from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
+from checkpoint_mcp.journal.base import Resolution, WorkflowSummary
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 SHORT_ARGUMENTS = 60
 

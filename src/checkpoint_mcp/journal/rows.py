@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from checkpoint_mcp.journal.base import CallRecord, CallState
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 COLUMNS = (
     "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key,"

@@ -23,8 +23,6 @@ from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Batch,
     Branch,
-    CallRecord,
-    CallState,
     Journal,
     Lineage,
     Resolution,
@@ -34,6 +32,7 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
 )
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat, newest_repeat_txn
 from checkpoint_mcp.journal.rows import COLUMNS
 from checkpoint_mcp.journal.rows import record as _record

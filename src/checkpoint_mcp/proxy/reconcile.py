@@ -34,7 +34,8 @@ from checkpoint_mcp.intercept.settle import (
     resent_evidence,
     unanswered,
 )
-from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, ResolveAction
+from checkpoint_mcp.journal.base import Journal, ResolveAction
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.client import McpClient
 from checkpoint_mcp.wire import dumps

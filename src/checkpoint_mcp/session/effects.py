@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.journal.approval_rows import Approval
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.journal.digest import Call, Repeat
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.journal.report import approval_commands, operator_commands
 from checkpoint_mcp.session import policy_view
 from checkpoint_mcp.session.journals import WorkflowDigest, settled_how

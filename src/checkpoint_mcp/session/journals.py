@@ -410,7 +410,7 @@ def as_data(found: Sequence[WorkflowDigest]) -> list[dict[str, Any]]:
 
 def _approvals(journal: Journaled, found: OpenApprovals | None) -> list[dict[str, Any]]:
     """The ``approvals`` of a workflow's entry: each request waiting, approved but unused, or recently denied."""
-    from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+    from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
     from checkpoint_mcp.journal.report import approval_commands
 
     if not found:

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.base import REDACTED_ARGUMENTS
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 
 REDACTED_TEXT = "«redacted»: the proxy ran with --redact-args-in-journal (only their digest is kept)"
 

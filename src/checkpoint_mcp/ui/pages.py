@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.base import CallRecord, CallState, Resolution, WorkflowSummary
+from checkpoint_mcp.journal.base import Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, note_text
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.report import call_duration_text, lineage_text, short_arguments
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 from checkpoint_mcp.ui import approval_list

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from html import escape
 
-from checkpoint_mcp.journal.base import CallRecord, CallState
+from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.ui.approval_list import Event, events
 from checkpoint_mcp.ui.views import Timeline, TimelineRow
 

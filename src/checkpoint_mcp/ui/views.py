@@ -15,8 +15,9 @@ from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import operations
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.journal.approvals import ApprovalStore
-from checkpoint_mcp.journal.base import CallRecord, CallState, Journal, Resolution, WorkflowSummary
+from checkpoint_mcp.journal.base import Journal, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, policy_notes
+from checkpoint_mcp.journal.records import CallRecord, CallState
 
 
 class TreeRow(NamedTuple):

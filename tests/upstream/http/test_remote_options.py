@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trustme
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import UPSTREAM_REFUSED
 
 from httpservers import faults_server

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import UPSTREAM_EXITED, UPSTREAM_REFUSED
 
 from httpservers import HttpServer, faults_server, sdk_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT
 from ledger import verified
 

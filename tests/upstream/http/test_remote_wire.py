@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 
 from httpservers import faults_server
 from support import ProxyProcess, journal_states, read_effects, wait_until

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, STOPPED, UPSTREAM_EXITED
 
 from support import ProxyProcess, checkpoint_argv, journal_states, pids_in_group, read_effects, server_cmd, wait_until

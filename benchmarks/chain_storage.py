@@ -46,8 +46,7 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import chain, operations
 from checkpoint_mcp.journal.chain import INSERT_LINK, Event
-from checkpoint_mcp.journal.repeats import INSERT_CALL
-from checkpoint_mcp.journal.sql import FINISH_CALL
+from checkpoint_mcp.journal.rows import FINISH_CALL, INSERT_CALL
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from report import common_arguments, machine, publish, scratch_dir, table
 from stats import fmt, interleaved, percentile
@@ -167,14 +166,16 @@ class EventsToday(Layout):
     def reserve(self, call: Call) -> None:
         con, now = self.con, utc_now()
         con.execute("BEGIN IMMEDIATE")
-        con.execute(INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None))
+        con.execute(
+            INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None, None)
+        )
         self.insert_link(self.link("reserved", call.seq, call.reserved, now))
         con.execute("COMMIT")
 
     def finish(self, call: Call) -> None:
         con, now = self.con, utc_now()
         con.execute("BEGIN IMMEDIATE")
-        if con.execute(FINISH_CALL, ("COMPLETED", call.outcome, now, WORKFLOW, call.seq)).rowcount != 1:
+        if con.execute(FINISH_CALL, ("COMPLETED", call.outcome, now, 0, WORKFLOW, call.seq)).rowcount != 1:
             raise RuntimeError("the call was not pending")
         self.insert_link(self.link("completed", call.seq, call.finished, now))
         con.execute("COMMIT")
@@ -252,13 +253,15 @@ class NoChain(Layout):
     def reserve(self, call: Call) -> None:
         con, now = self.con, utc_now()
         con.execute("BEGIN IMMEDIATE")
-        con.execute(INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None))
+        con.execute(
+            INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None, None)
+        )
         con.execute("COMMIT")
 
     def finish(self, call: Call) -> None:
         con = self.con
         con.execute("BEGIN IMMEDIATE")
-        if con.execute(FINISH_CALL, ("COMPLETED", call.outcome, utc_now(), WORKFLOW, call.seq)).rowcount != 1:
+        if con.execute(FINISH_CALL, ("COMPLETED", call.outcome, utc_now(), 0, WORKFLOW, call.seq)).rowcount != 1:
             raise RuntimeError("the call was not pending")
         con.execute("COMMIT")
 

@@ -24,6 +24,7 @@ ORDER = [
     "backends",
     "remote",
     "repeat_lookup",
+    "limit_lookup",
     "audit",
 ]
 TAKES_FASTMCP = {"latency", "throughput", "startup"}

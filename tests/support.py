@@ -284,12 +284,10 @@ def headless(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float,
 def approval_requests(location: str, workflow: str | None = None) -> list[Any]:
     """The approval requests of the journal at ``location`` (of ``workflow``, where given), newest first."""
     from checkpoint_mcp.journal import open_journal
-    from checkpoint_mcp.journal.approvals import ApprovalStore
 
     journal = open_journal(location)
     try:
-        assert isinstance(journal, ApprovalStore)
-        return journal.approvals(workflow)
+        return journal.approvals.approvals(workflow)
     finally:
         journal.close()
 
@@ -298,12 +296,10 @@ def decide_request(location: str, approval_id: int, grant: bool = True, reason: 
     """A person's decision on request ``approval_id``, stored as `checkpoint journal approve` stores it (by
     "alice"); returns the journal's location as commands name it (a PostgreSQL URL without its password)."""
     from checkpoint_mcp.journal import open_journal
-    from checkpoint_mcp.journal.approvals import ApprovalStore
 
     journal = open_journal(location)
     try:
-        assert isinstance(journal, ApprovalStore)
-        journal.decide_approval(approval_id, grant, "alice", reason)
+        journal.approvals.decide_approval(approval_id, grant, "alice", reason)
         return journal.location
     finally:
         journal.close()

@@ -16,6 +16,7 @@ import pytest
 
 from checkpoint_mcp import refusals
 from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.refusals import (
     DIVERGENCE,
     ERROR_CODES,
@@ -71,6 +72,9 @@ SAMPLES: dict[type[CallRefused], CallRefused] = {
     ),
     refusals.ApprovalRequired: refusals.ApprovalRequired(
         workflow="wf", tool="t", approval=1, commands={"approve": "a", "deny": "d", "pages": "p"}
+    ),
+    refusals.LimitReached: refusals.LimitReached.over_limit(
+        workflow="wf", tool="t", rule="tools.t", scope="workflow", calls=3, per="1h", counted=3, after="later"
     ),
 }
 
@@ -153,7 +157,7 @@ def test_the_proxy_sends_its_refusals_and_its_own_error_lines_with_allowed_codes
     try:
         journal.lineage("wf")
         unit = journal.unit()
-        unit.reserve("wf", 2, "send_email", '{"to":"b"}', call_signature("send_email", {"to": "b"}))
+        unit.reserve("wf", 2, NewCall("send_email", '{"to":"b"}', call_signature("send_email", {"to": "b"})))
         unit.commit()  # PENDING, and no proxy owns it: in doubt
     finally:
         journal.close()

@@ -14,7 +14,8 @@ The refusals (each a ``CallRefused``, a ``CheckpointError`` of ``errors.py``)::
     ├── UpstreamRefused             -31087 a remote upstream refused the request over HTTP before running it
     ├── Stopped                     -31088 the proxy shut down before the upstream answered
     ├── RepeatRefused               -31089 a tool policy refuses a call that repeats a completed one by content
-    └── ApprovalRequired            -31090 a tool policy wants a person's approval for this exact call first
+    ├── ApprovalRequired            -31090 a tool policy wants a person's approval for this exact call first
+    └── LimitReached                -31091 a tool policy's limit or budget leaves no room for this call now
 
 A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act on, and builds its own
 ``message``, which must stand alone (LLM clients show the model nothing else). ``ERROR_CODES`` is the one table of
@@ -68,6 +69,7 @@ UPSTREAM_REFUSED: Final = -31087
 STOPPED: Final = -31088
 REPEAT_REFUSED: Final = -31089
 APPROVAL_REQUIRED: Final = -31090
+LIMIT_REACHED: Final = -31091
 
 
 class ErrorCode(NamedTuple):
@@ -157,6 +159,12 @@ ERROR_CODES: Final[dict[int, ErrorCode]] = {
         "waits for a person's approval of these exact arguments (`checkpoint journal approve`), or was denied; "
         "it did not run",
         ("awaiting_approval", "approval_denied"),
+    ),
+    LIMIT_REACHED: ErrorCode(
+        "limit reached",
+        "`--policy` with `limit` or `budget`: the tool's calls in the rolling window leave no room for this one (or "
+        "its amount cannot be read); it did not run",
+        ("limit", "budget", "budget_amount"),
     ),
 }
 """code -> its row. The README's error table and the CHANGELOG's migration map are generated from this."""
@@ -510,3 +518,84 @@ class ApprovalRequired(CallRefused):
         reason = "approval_denied" if denied is not None else "awaiting_approval"
         data = {"reason": reason, "workflow": workflow, "tool": tool, "approval": approval, **commands}
         super().__init__(message, {**data, "deniedBy": denied[0], "why": denied[1]} if denied is not None else data)
+
+
+class LimitReached(CallRefused):
+    """A call whose tool's policy sets a ``limit`` or ``budget`` the calls counted in its rolling window leave no
+    room for, or whose amount (the number at a budget's ``sum`` pointer) cannot be read: it did not run.
+
+    The message stands alone: what was refused, by which rule, how many ran (or what they add up to), when the
+    next call may run, and what to do meanwhile. One constructor per reason.
+    """
+
+    code = LIMIT_REACHED
+
+    @classmethod
+    def over_limit(
+        cls, *, workflow: str, tool: str, rule: str, scope: str, calls: int, per: str, counted: int, after: str
+    ) -> LimitReached:
+        """``limit = { calls, per }``: ``counted`` calls ran in the window; the next may run ``after``."""
+        times = "once" if calls == 1 else f"{calls} times"
+        message = (
+            f"limit reached, not run: the tool policy [{rule}] lets {tool} run at most {times} per {per} "
+            f"{_SCOPES.get(scope, scope)}, and {counted} ran in the last {per}. The next call may run after {after}: "
+            "do not send it again before then. If it must run sooner, ask the user: an operator can raise the "
+            "limit in the policy file."
+        )
+        data = {"counted": counted, "limit": {"calls": calls, "per": per}, "runsAgainAfter": after}
+        return cls(message, _limit_data("limit", workflow, tool, rule, scope, data))
+
+    @classmethod
+    def over_budget(
+        cls,
+        *,
+        workflow: str,
+        tool: str,
+        rule: str,
+        scope: str,
+        pointer: str,
+        most: float,
+        per: str,
+        spent: float,
+        amount: float,
+        after: str | None,
+    ) -> LimitReached:
+        """``budget = { sum, max, per }``: the calls that ran add up to ``spent``; with this one's ``amount`` they
+        would pass ``most``. ``after``: when a call of this amount may run (None: never, it alone is over)."""
+        when = (
+            f"A call of this amount may run after {after}; do not send it again before then."
+            if after is not None
+            else "This call alone is over the budget: it cannot run under this policy."
+        )
+        room = most - spent
+        now = f" A call of at most {room:g} may run now." if room > 0 else ""
+        message = (
+            f"budget exhausted, not run: the tool policy [{rule}] lets the calls of {tool} that ran add up to at "
+            f"most {most:g} at {pointer} per {per} {_SCOPES.get(scope, scope)}; {spent:g} ran in the last {per}, "
+            f"and this call asks for {amount:g}. {when}{now} If it must run, ask the user: an operator can change "
+            "the budget in the policy file."
+        )
+        data: dict[str, Any] = {"spent": spent, "amount": amount, "budget": {"sum": pointer, "max": most, "per": per}}
+        if after is not None:
+            data["runsAgainAfter"] = after
+        return cls(message, _limit_data("budget", workflow, tool, rule, scope, data))
+
+    @classmethod
+    def unreadable(cls, *, workflow: str, tool: str, rule: str, scope: str, pointer: str, got: str) -> LimitReached:
+        """A budget's ``sum`` pointer finds no number in this call's arguments (``got``: what it found)."""
+        message = (
+            f"not run: the tool policy [{rule}] keeps a budget of {tool}'s calls by the number at {pointer} in "
+            f"their arguments, and this call has {got} there. Send it with a number at {pointer}."
+        )
+        return cls(message, _limit_data("budget_amount", workflow, tool, rule, scope, {"sum": pointer}))
+
+
+_SCOPES: Final = {
+    "workflow": "in this workflow",
+    "journal": "across every workflow of the journal",
+    "principal": "for this principal",
+}
+
+
+def _limit_data(reason: str, workflow: str, tool: str, rule: str, scope: str, more: dict[str, Any]) -> dict[str, Any]:
+    return {"reason": reason, "workflow": workflow, "tool": tool, "rule": rule, "scope": scope, **more}

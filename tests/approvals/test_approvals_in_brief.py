@@ -13,7 +13,6 @@ import pytest
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_digest import APPROVALS_FETCH
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.session.effects import APPROVALS_SHOWN
 
 from support import checkpoint_argv, decide_request, done_count, effects_proxy
@@ -138,10 +137,9 @@ def request(location: str, numbers: range) -> None:
     """Requests of other e-mails (long ones) in the workflow of the journal's first request."""
     journal = open_journal(location)
     try:
-        assert isinstance(journal, ApprovalStore)
-        workflow = journal.approvals()[-1].workflow
+        workflow = journal.approvals.approvals()[-1].workflow
         for n in numbers:
             arguments = json.dumps({"to": f"customer{n}@example.com", "body": "x" * 400})
-            journal.request_approval(workflow, "send_email", arguments, f"{n:064x}", None, {"pid": 1}, 3600)
+            journal.approvals.request_approval(workflow, "send_email", arguments, f"{n:064x}", None, {"pid": 1}, 3600)
     finally:
         journal.close()

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.intercept.approvals import store_of
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 
@@ -56,7 +55,7 @@ def every_step(journal: str, tmp_path: Path) -> tuple[int, int, int, int]:
     reader = open_journal(journal)
     try:  # send_quiet's grants hold 1s: wait for this one to pass its time (the chain forbids aging it by hand)
         deadline = time.monotonic() + 10
-        while (grant := store_of(reader).approval(expired)) is None or grant.state_at(utc_now()) is not EXPIRED:
+        while (grant := reader.approvals.approval(expired)) is None or grant.state_at(utc_now()) is not EXPIRED:
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:

@@ -17,7 +17,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from checkpoint_mcp.intercept.approvals import ELICITED_BY
+from checkpoint_mcp.intercept.approval_gate import ELICITED_BY
 from checkpoint_mcp.journal import default_workflow_id
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED

@@ -10,7 +10,7 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from test_elicit import MAIL, POLICY, User, approvals
 
-from checkpoint_mcp.intercept.approvals import ELICITED_BY
+from checkpoint_mcp.intercept.approval_gate import ELICITED_BY
 from checkpoint_mcp.journal.approval_rows import ApprovalState
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from gatewayproc import GatewayProcess

@@ -13,7 +13,6 @@ from checkpoint_mcp.intercept.policy import parse_policy
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, done_count, server_cmd
@@ -41,8 +40,7 @@ def send_call(proxy: ProxyProcess, ident: int) -> None:
 def pending_states(journal: str) -> list[ApprovalState]:
     store = open_journal(journal)
     try:
-        assert isinstance(store, ApprovalStore)
-        return [found.state for found in store.approvals()]
+        return [found.state for found in store.approvals.approvals()]
     finally:
         store.close()
 
@@ -154,8 +152,7 @@ def test_a_2026_retry_decides_only_the_request_of_its_own_exact_call(tmp_path: P
         assert refused["error"]["data"]["reason"] == "awaiting_approval"
         assert interceptor.flush().to_upstream == []
         store = journal
-        assert isinstance(store, ApprovalStore)
-        assert [found.state for found in store.approvals()] == [ApprovalState.PENDING, ApprovalState.PENDING]
+        assert [found.state for found in store.approvals.approvals()] == [ApprovalState.PENDING, ApprovalState.PENDING]
         # The right call with the yes: granted, and sent upstream without our two members.
         retry = interceptor.from_client([send_email(3, MAIL, _meta=meta, requestState=state, inputResponses=accept)])
         assert retry.to_client == []
@@ -164,6 +161,6 @@ def test_a_2026_retry_decides_only_the_request_of_its_own_exact_call(tmp_path: P
         assert "requestState" not in params
         assert "inputResponses" not in params
         assert params["arguments"] == MAIL
-        assert [found.state for found in store.approvals()] == [ApprovalState.PENDING, ApprovalState.USED]
+        assert [found.state for found in store.approvals.approvals()] == [ApprovalState.PENDING, ApprovalState.USED]
     finally:
         journal.close()

@@ -20,6 +20,7 @@ SCRIPTS = {
     "session_journal": [],
     "remote": [],  # with mcp-remote, from .tools/npm (scripts/test installs it)
     "repeat_lookup": ["--no-postgres"],
+    "limit_lookup": ["--no-postgres"],
     "audit": ["--no-pg"],  # the hash chain, before and after (needs this checkout's git history)
     "journaled_cpu": [],  # tree against tree (needs this checkout's git history too)
     "chain_storage": [],  # where the chain's links live: layouts of one journal, in-process

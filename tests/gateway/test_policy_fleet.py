@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from checkpoint_mcp.journal.records import CallState
-from checkpoint_mcp.refusals import REPEAT_REFUSED
+from checkpoint_mcp.refusals import LIMIT_REACHED, REPEAT_REFUSED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_calls, read_effects, wait_until
@@ -172,3 +172,26 @@ def test_a_confirmation_sent_to_both_replicas_at_once_runs_once(pg_url: str, tmp
     for n, pair in enumerate(answers):
         assert sum("result" in answer for answer in pair) == 1, f"round {n}: {pair}"
     assert done_count(effects, "send_email") == 2 * rounds
+
+
+def test_replicas_racing_on_a_limit_and_a_budget_run_no_more_than_they_allow(pg_url: str, tmp_path: Path) -> None:
+    """Eight calls at one moment, split over the two replicas, under a limit of three calls (send_quiet) and a
+    budget of 100 spent 30 at a time (send_email): the count (or the sum) and the reservation are one transaction
+    in the shared journal, so together the replicas run three of each, and refuse the rest."""
+    policy = (
+        '[tools.send_quiet]\nlimit = { calls = 3, per = "1h" }\n'
+        '[tools.send_email]\nbudget = { sum = "/amount", max = 100, per = "1h" }\n'
+    )
+    effects = tmp_path / "effects.jsonl"
+    with fleet(pg_url, tmp_path, policy) as replicas, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for tool, arguments in (("send_quiet", lambda n: {"n": n}), ("send_email", lambda n: {"n": n, "amount": 30})):
+            barrier = threading.Barrier(8)
+            futures = [
+                pool.submit(fire, barrier, replicas[n % 2], 100 + n if tool == "send_email" else n, tool, arguments(n))
+                for n in range(8)
+            ]
+            answers = [future.result(timeout=DEFAULT_TIMEOUT * 2) for future in futures]
+            ran = [answer for answer in answers if "result" in answer]
+            refused = [answer for answer in answers if answer.get("error", {}).get("code") == LIMIT_REACHED]
+            assert (len(ran), len(refused)) == (3, 5), answers
+            assert done_count(effects, tool) == 3

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal.records import CallState
-from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, STILL_IN_FLIGHT, UPSTREAM_EXITED
+from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, LIMIT_REACHED, STILL_IN_FLIGHT, UPSTREAM_EXITED
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until
@@ -176,3 +176,19 @@ def test_metrics_count_calls_by_outcome_and_refusals_by_code(tmp_path: Path) -> 
     assert float(samples["checkpoint_journal_commit_seconds_count"]) >= 3
     assert health.status == 200
     assert json.loads(health.body)["journal"] == "ok"
+
+
+def test_a_limit_holds_on_a_gateway_over_an_sqlite_journal_across_its_sessions(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.send_email]\nlimit = { calls = 2, per = "1h" }\n', encoding="utf-8")
+    journal = str(tmp_path / "j.db")
+    with effects_gateway(tmp_path, "--journal", journal, "--policy", str(policy)) as gateway:
+        first, second = (initialize(gateway.port, PATH) for _ in range(2))
+        answers = [
+            session_call(gateway.port, first, 1, "send_email", {"to": "a"}),
+            session_call(gateway.port, second, 1, "send_email", {"to": "b"}),
+            modern(gateway.port, 3, "send_email", {"to": "c"}),
+        ]
+    assert ["result" in answer for answer in answers] == [True, True, False]
+    assert answers[2]["error"]["code"] == LIMIT_REACHED
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 2

@@ -12,7 +12,6 @@ from playwright.sync_api import expect
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 from gatewayproc import MODERN, GatewayProcess, effects_gateway, modern_call, request
 
@@ -41,8 +40,7 @@ def call(gateway: GatewayProcess, ident: int) -> dict[str, Any]:
 def state_of(location: str, approval: int) -> ApprovalState:
     journal = open_journal(location)
     try:
-        assert isinstance(journal, ApprovalStore)
-        found = journal.approval(approval)
+        found = journal.approvals.approval(approval)
         assert found is not None
         return found.state
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, INVALID_PARAMS
 
@@ -320,7 +321,7 @@ def test_a_row_at_the_top_of_the_64_bit_range_written_by_an_older_checkpoint_doe
     old = open_journal(journal)
     try:
         unit = old.unit()
-        unit.reserve(old.lineage(workflow).head, 2**63 - 1, "send_email", "{}", "0" * 64)
+        unit.reserve(old.lineage(workflow).head, 2**63 - 1, NewCall("send_email", "{}", "0" * 64))
         unit.commit()
     finally:
         old.close()

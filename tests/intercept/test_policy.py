@@ -7,15 +7,17 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.intercept.policy import (
     DEFAULT_WINDOW,
+    Limit,
     Repeat,
+    Scope,
     ToolRule,
     json_equal,
     load_policy,
 )
-from checkpoint_mcp.intercept.policy_report import effective_rules
+from checkpoint_mcp.intercept.policy.pointer import MISSING, PointerError, parse_pointer, resolve
+from checkpoint_mcp.intercept.policy.report import effective_rules
 
 ISSUE_EXAMPLE = """
 [default]                      # tools no rule names
@@ -185,6 +187,34 @@ def test_windows_are_durations(tmp_path: Path, window: str, seconds: float) -> N
         ),
         ("[tools.x]\njournal = false\nidempotent = true\n", "[tools.x] idempotent: has no effect with journal"),
         ('[default]\nwithin_session = "allow"\n', '[default] within_session: must be one of "catch", "run"'),
+        (
+            '[tools.x]\nlimit = { calls = 0, per = "1h" }\n',
+            "[tools.x] limit.calls: must be a whole number of calls, 1 or more (got 0)",
+        ),
+        ('[tools.x]\nlimit = { calls = 2.5, per = "1h" }\n', "[tools.x] limit.calls: must be a whole number"),
+        ("[tools.x]\nlimit = { calls = 3 }\n", "[tools.x] limit.per: the window is required"),
+        ('[tools.x]\nlimit = { calls = 3, per = "soon" }\n', "[tools.x] limit.per: cannot read duration 'soon'"),
+        (
+            '[tools.x]\nlimit = { calls = 1, per = "1h", scope = "fleet" }\n',
+            '[tools.x] limit.scope: must be one of "workflow", "journal"',
+        ),
+        ('[tools.x]\nlimit = { calls = 1, per = "1h", every = 2 }\n', "[tools.x] limit.every: unknown key"),
+        ("[tools.x]\nlimit = 3\n", "[tools.x] limit: must be a table such as"),
+        (
+            '[tools.x]\nbudget = { sum = "amount", max = 1, per = "1h" }\n',
+            "[tools.x] budget.sum: must be a JSON pointer to a number",
+        ),
+        ('[tools.x]\nbudget = { max = 1, per = "1h" }\n', "[tools.x] budget.sum: must be a JSON pointer"),
+        (
+            '[tools.x]\nbudget = { sum = "/a", max = -1, per = "1h" }\n',
+            "[tools.x] budget.max: must be a number, 0 or more (got -1)",
+        ),
+        ('[tools.x]\nbudget = { sum = "/a", max = 10 }\n', "[tools.x] budget.per: the window is required"),
+        ('[default]\nbudget = { sum = "/a", max = 10, per = "1h" }\n', "[default] budget: belongs to one tool"),
+        (
+            '[tools.x]\njournal = false\nlimit = { calls = 1, per = "1h" }\n',
+            "[tools.x] limit: has no effect with journal = false",
+        ),
         (
             '[tools.x]\njournal = false\nwithin_session = "run"\n',
             "[tools.x] within_session: has no effect with journal = false",
@@ -360,3 +390,22 @@ def test_json_pointers_follow_rfc_6901() -> None:
     for bad in ("foo", "/~", "/~2"):
         with pytest.raises(PointerError):
             parse_pointer(bad)
+
+
+def test_limits_and_budgets_read_into_their_rules_and_a_default_limit_reaches_every_tool(tmp_path: Path) -> None:
+    policy = load_policy(
+        write(
+            tmp_path,
+            '[default]\nlimit = { calls = 10, per = "1h" }\n'
+            '[tools.charge]\nbudget = { sum = "/amount/value", max = 100.5, per = "24h", scope = "journal" }\n',
+        )
+    )
+    charge = policy.rule_for("charge")
+    assert charge.limit == policy.rule_for("other").limit == Limit(10, 3600.0, Scope.WORKFLOW)
+    assert charge.budget is not None
+    assert (charge.budget.pointer, charge.budget.most, charge.budget.per_seconds) == ("/amount/value", 100.5, 86400.0)
+    assert charge.budget.scope is Scope.JOURNAL
+    assert charge.budget.amount({"amount": {"value": 12}}) == 12.0
+    for unreadable in ({"amount": {"value": "12"}}, {"amount": {"value": True}}, {"amount": {}}, {}):
+        assert charge.budget.amount(unreadable) is None
+    assert policy.rule_for("other").budget is None

@@ -10,7 +10,7 @@ import pytest
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.intercept.policy import DEFAULT_CONFIRM_WITHIN, Repeat, load_policy
-from checkpoint_mcp.intercept.policy_report import effective_rules, render_rules
+from checkpoint_mcp.intercept.policy.report import effective_rules, render_rules
 from checkpoint_mcp.signature import call_signature
 
 

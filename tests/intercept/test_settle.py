@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.intercept.pointer import PointerError
 from checkpoint_mcp.intercept.policy import parse_policy
-from checkpoint_mcp.intercept.settle import (
+from checkpoint_mcp.intercept.policy.pointer import PointerError
+from checkpoint_mcp.intercept.settle_rules import (
     SETTLED_META,
     Verdict,
     idempotency_key,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint_mcp.intercept.settle import idempotency_key
+from checkpoint_mcp.intercept.settle_rules import idempotency_key
 from checkpoint_mcp.journal import default_workflow_id, open_journal
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.records import CallState

@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 
 from checkpoint_mcp.journal import chain, operations
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.postgres import MIGRATIONS, PostgresJournal
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.signature import call_signature
@@ -35,7 +36,7 @@ def write_concurrently(url: str, journal_class: type[PostgresJournal]) -> None:
             for round_ in range(ROUNDS):
                 seq = 1 + index * ROUNDS + round_
                 unit = journal.unit()
-                unit.reserve("wf", seq, "send", f'{{"n":{seq}}}', f"sig{seq}")
+                unit.reserve("wf", seq, NewCall("send", f'{{"n":{seq}}}', f"sig{seq}"))
                 unit.commit()
                 unit.finish("wf", seq, CallState.COMPLETED, f'{{"ok":{seq}}}')
                 unit.record_event("wf", "note", seq, {"writer": index})

@@ -16,6 +16,7 @@ import pytest
 from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal, ResolveAction, UnitOfWork
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.pgwrites import ARRAY_ROWS
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
@@ -51,7 +52,9 @@ def _reserve_all(opened: Journal, keyed: bool = False) -> None:
     unit = opened.unit()
     for seq in range(1, CALLS + 1):
         unit.reserve(
-            "wf", seq, "send_email", _arguments(seq), f"sig-{seq}", key=f"key-{seq}" if keyed and seq % 2 else None
+            "wf",
+            seq,
+            NewCall("send_email", _arguments(seq), f"sig-{seq}", key=f"key-{seq}" if keyed and seq % 2 else None),
         )
     unit.commit()
 
@@ -97,7 +100,7 @@ def test_a_call_finished_twice_in_one_commit_keeps_the_first_outcome(opened: Jou
 
 def test_a_batch_that_clashes_with_a_journaled_call_writes_nothing_of_itself(opened: Journal) -> None:
     unit = opened.unit()
-    unit.reserve("wf", CALLS, "send_email", _arguments(CALLS), "sig-first")
+    unit.reserve("wf", CALLS, NewCall("send_email", _arguments(CALLS), "sig-first"))
     unit.commit()
     with pytest.raises(JournalUnavailable):
         _reserve_all(opened)  # the last one's sequence is taken

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal.base import Batch
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 
@@ -27,7 +28,7 @@ def batch_of(journal: SqliteJournal, seq: int, finish: bool = False) -> Batch:
     if finish:
         unit.finish("wf", seq, CallState.COMPLETED, '{"content":[]}')
     else:
-        unit.reserve("wf", seq, "send", '{"to":"a"}', f"sig{seq}")
+        unit.reserve("wf", seq, NewCall("send", '{"to":"a"}', f"sig{seq}"))
     batch = unit.take()
     assert batch is not None
     return batch

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import chain, operations
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 
@@ -33,7 +34,7 @@ def traced(journal: SqliteJournal) -> list[str]:
 def call(journal: SqliteJournal, seq: int, workflow: str = "wf") -> None:
     """One journaled call's two commits: reserved, then completed."""
     unit = journal.unit()
-    unit.reserve(workflow, seq, "send", '{"to":"a"}', f"sig{seq}")
+    unit.reserve(workflow, seq, NewCall("send", '{"to":"a"}', f"sig{seq}"))
     unit.commit()
     unit.finish(workflow, seq, CallState.COMPLETED, '{"content":[]}')
     unit.commit()
@@ -113,7 +114,7 @@ def test_one_commit_over_a_stale_chain_and_a_current_one_stores_every_link_once(
     unit = journal.unit()
     for seq in (2, 3):
         for workflow in ("a", "b"):
-            unit.reserve(workflow, seq, "send", "{}", f"sig{seq}")
+            unit.reserve(workflow, seq, NewCall("send", "{}", f"sig{seq}"))
     unit.commit()
     assert [link.kind for link in assert_linear(journal, "a")] == ["reserved", "completed", "reserved", "reserved"]
     assert [(link.kind, link.seq) for link in assert_linear(journal, "b")][2:] == [

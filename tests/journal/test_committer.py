@@ -17,6 +17,7 @@ from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Batch, Journal
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 
 from support import DEFAULT_TIMEOUT
@@ -48,11 +49,11 @@ async def _committed(committer: Committer, batches: list[Batch | None]) -> list[
 def test_a_taken_batch_stays_visible_to_reads_until_settled_and_new_writes_wait_for_the_next(opened: Journal) -> None:
     lineage = opened.lineage("wf")
     unit = opened.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig1", key="k1")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig1", key="k1"))
     batch = unit.take()
     assert batch is not None
     assert unit.empty  # the next turn's writes start a new batch
-    unit.reserve("wf", 2, "send", "{}", "sig2")
+    unit.reserve("wf", 2, NewCall("send", "{}", "sig2"))
     # Neither is in the journal yet, yet the unit shows both (the first one's commit may be running elsewhere).
     assert opened.calls("wf") == []
     assert unit.read(lineage, 1) is not None
@@ -91,7 +92,7 @@ async def test_the_committer_merges_what_queued_while_it_was_busy_and_answers_on
 
     units = [opened.unit() for _ in range(4)]
     for seq, unit in enumerate(units, 1):
-        unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+        unit.reserve("wf", seq, NewCall("send", "{}", f"sig{seq}"))
     batches = [unit.take() for unit in units]
     loop = asyncio.get_running_loop()
     on_loop: list[bool] = []
@@ -122,7 +123,7 @@ async def test_the_committer_merges_what_queued_while_it_was_busy_and_answers_on
 
 async def test_one_failing_batch_of_a_merged_commit_fails_alone(opened: Journal) -> None:
     seed = opened.unit()
-    seed.reserve("wf", 2, "send", "{}", "taken")
+    seed.reserve("wf", 2, NewCall("send", "{}", "taken"))
     seed.commit()  # sequence 2 is journaled already: a batch reserving it again conflicts
     committer = Committer(opened)
     committer.start()
@@ -137,11 +138,11 @@ async def test_one_failing_batch_of_a_merged_commit_fails_alone(opened: Journal)
         real(self, batches)
 
     blocker = opened.unit()
-    blocker.reserve("wf", 1, "send", "{}", "sig1")
+    blocker.reserve("wf", 1, NewCall("send", "{}", "sig1"))
     batches = []
     for seq in (3, 2, 4):
         unit = opened.unit()
-        unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+        unit.reserve("wf", seq, NewCall("send", "{}", f"sig{seq}"))
         batches.append(unit.take())
     try:
         opened.__class__.write_batches = held  # type: ignore[method-assign]
@@ -167,12 +168,12 @@ async def test_a_closed_committer_writes_what_was_queued_and_refuses_more(opened
     committer = Committer(opened)
     committer.start()
     unit = opened.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig1")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig1"))
     pending = asyncio.ensure_future(_committed(committer, [unit.take()]))
     await asyncio.sleep(0)
     await committer.close()
     assert await pending == [None]
-    unit.reserve("wf", 2, "send", "{}", "sig2")
+    unit.reserve("wf", 2, NewCall("send", "{}", "sig2"))
     batch = unit.take()
     assert batch is not None
     with pytest.raises(RuntimeError, match="not running"):
@@ -185,7 +186,7 @@ def test_write_now_commits_here_on_sqlite_unless_the_lock_is_held_and_never_on_p
     opened: Journal, journal: str
 ) -> None:
     unit = opened.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig1")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig1"))
     batch = unit.take()
     assert batch is not None
     if journal.startswith("postgresql://"):

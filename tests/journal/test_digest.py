@@ -14,6 +14,7 @@ from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal, operations
 from checkpoint_mcp.journal.base import Journal, Lineage
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.digest import DONE_FETCH, JournalReader, Mark, open_reader
 from checkpoint_mcp.journal.records import CallState
 
@@ -35,7 +36,7 @@ def _calls(location: str, workflow: str, *states: str, tool: str = "send_email",
         unit = journal.unit()
         for state in states:
             seq += 1
-            unit.reserve(lineage.head, seq, tool, json.dumps({"n": seq}), f"{seq:064x}")
+            unit.reserve(lineage.head, seq, NewCall(tool, json.dumps({"n": seq}), f"{seq:064x}"))
             if state != "PENDING":
                 unit.finish(lineage.head, seq, CallState(state), "{}")
         unit.commit()
@@ -152,7 +153,7 @@ def test_a_pending_call_sent_by_the_live_owner_is_in_flight_not_in_doubt(journal
         ownership = writer.acquire(lineage.root)  # a new live proxy
         _after_now()
         unit = writer.unit()
-        unit.reserve(lineage.head, 2, "send_email", "{}", "0" * 64)
+        unit.reserve(lineage.head, 2, NewCall("send_email", "{}", "0" * 64))
         unit.commit()
         with _reader(journal) as reader:
             digest = reader.digest(workflow, mark, "2000-01-01T00:00:00.000Z")
@@ -186,7 +187,7 @@ def test_a_forked_workflow_is_read_on_its_newest_branch(journal: str, workflow: 
     with _writer(journal, workflow) as (writer, lineage):
         unit = writer.unit()
         branch = unit.fork(lineage, 2)
-        unit.reserve(branch.head, 2, "charge_card", "{}", "1" * 64)
+        unit.reserve(branch.head, 2, NewCall("charge_card", "{}", "1" * 64))
         unit.commit()
 
     with _reader(journal) as reader:

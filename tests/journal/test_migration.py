@@ -16,6 +16,7 @@ from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import open_journal, postgres
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SqliteJournal
 from checkpoint_mcp.refusals import (
@@ -171,7 +172,7 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         events = journal.execute("SELECT workflow_id, seq, kind, detail, prev_hash FROM events").fetchall()
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 7
     assert "calls_by_signature" in indexes
     assert "approvals_by_call" in indexes  # v6: approval requests
     [(workflow, seq, kind, detail, prev)] = events
@@ -211,7 +212,9 @@ def test_errors_checkpoint_stored_under_old_codes_replay_under_the_new_ones_and_
         handle.lineage("wf")
         unit = handle.unit()
         for seq in stored:
-            unit.reserve("wf", seq, "send_email", f'{{"to":"{seq}"}}', call_signature("send_email", {"to": str(seq)}))
+            unit.reserve(
+                "wf", seq, NewCall("send_email", f'{{"to":"{seq}"}}', call_signature("send_email", {"to": str(seq)}))
+            )
         unit.commit()
         handle.resolve("wf", 1, ResolveAction.FAILED, texts[1], "alice", "host-a")
         unit = handle.unit()
@@ -347,7 +350,7 @@ def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
         con.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
         con.commit()
         con.close()
-        assert version == SCHEMA_VERSION == 6
+        assert version == SCHEMA_VERSION == 7
         assert "calls_by_identity" in indexes
     else:
         with psycopg.connect(journal) as conn:
@@ -359,3 +362,55 @@ def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
     code, report = verify(journal)
     assert code == 1
     assert "identity is" in json.dumps(report)  # a row whose identity was edited by hand is caught
+
+
+def write_v6_journal(path: Path) -> None:
+    """A journal exactly as schema version 6 left it, with one call that completed with a tool error and one that
+    completed with a result, both of send_email."""
+    con = sqlite3.connect(path)
+    for version in range(1, 7):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+    con.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', ?)", (utc_now(),))
+    failed = '{"isError":true,"content":[{"type":"text","text":"SMTP 451 try again later"}]}'
+    sent = '{"content":[{"type":"text","text":"sent"}]}'
+    for seq, (arguments, outcome) in enumerate([('{"to":"a"}', failed), ('{"to":"b"}', sent)], start=1):
+        con.execute(
+            "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at)"
+            " VALUES ('wf', ?, 'send_email', ?, ?, 'COMPLETED', ?, ?, ?)",
+            (seq, arguments, call_signature("send_email", json.loads(arguments)), outcome, utc_now(), utc_now()),
+        )
+    start_chains(con.execute, None, 6, utc_now())
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 6")
+    con.commit()
+    con.close()
+
+
+def test_a_version_6_journal_learns_which_results_were_tool_errors_so_a_retry_of_one_runs(tmp_path: Path) -> None:
+    """Schema 7 marks a COMPLETED call whose result is a tool error (``isError: true``): such a call did not do its
+    work, so under a repeat rule the same call runs again; a call that completed with a result is still refused."""
+    journal = tmp_path / "j.db"
+    write_v6_journal(journal)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.send_email]\nrepeat = "refuse"\n', encoding="utf-8")
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", str(journal), "--workflow-id", "wf")
+    with ProxyProcess(*argv, "--policy", str(policy), env=env) as p:
+        p.initialize()
+        retried = p.call("send_email", {"to": "a"})
+        refused = p.call("send_email", {"to": "b"})
+        assert p.close() == 0, p.stderr
+    assert "result" in retried, retried
+    assert refused["error"]["code"] == REPEAT_REFUSED
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 1
+    con = sqlite3.connect(journal)
+    version = con.execute("PRAGMA user_version").fetchone()[0]
+    marks = con.execute("SELECT seq, tool_error FROM calls ORDER BY seq").fetchall()
+    tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
+    assert version == SCHEMA_VERSION == 7
+    assert marks == [(1, 1), (2, 0), (3, 0)]
+    assert {"metered", "session_starts"} <= tables
+    code, report = verify(str(journal))
+    assert code == 0, report

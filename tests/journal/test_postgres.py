@@ -17,6 +17,7 @@ import pytest
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
 from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresJournal, masked
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, JOURNAL_WRITE_FAILED
@@ -313,7 +314,7 @@ def test_the_finish_of_a_call_is_always_planned_for_its_own_row(pg_url: str) -> 
     try:
         unit = journal.unit()
         for seq in range(1, 41):
-            unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+            unit.reserve("wf", seq, NewCall("send", "{}", f"sig{seq}"))
         unit.commit()
         for seq in range(1, 41):  # one commit each: the statement runs often enough to be prepared
             unit.finish("wf", seq, CallState.COMPLETED, "{}")

@@ -1,6 +1,6 @@
 """The repeat lookup (``UnitOfWork.read_signature``) on both databases: the window's exact edge, which row
 decides among several, the unit's own pending rows, a forked lineage's ranges; and the lookup with the
-reservation as one serialized transaction (``Journal.reserve_unless_repeat``)."""
+reservation as one serialized transaction (``Journal.reserve`` under ``NoRepeat``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.journal.conditions import NewCall, NoRepeat, Reserved, Unmet
 from checkpoint_mcp.journal.records import CallState
 
 
@@ -40,7 +41,7 @@ def after(stamp: str) -> str:
 def test_the_window_includes_its_edge_and_nothing_before_it(store: Journal) -> None:
     lineage = store.lineage("wf")
     unit = store.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig"))
     unit.commit()
     edge = started(store, 1)
     assert unit.read_signature(lineage, "sig", edge) is not None
@@ -52,7 +53,7 @@ def test_a_completed_call_decides_before_a_pending_one_before_a_failed_one(store
     lineage = store.lineage("wf")
     unit = store.unit()
     for seq in (1, 2, 3, 4):
-        unit.reserve("wf", seq, "send", "{}", "sig")
+        unit.reserve("wf", seq, NewCall("send", "{}", "sig"))
     unit.commit()
     unit.finish("wf", 1, CallState.FAILED, "{}")
     unit.finish("wf", 3, CallState.FAILED, "{}")
@@ -68,7 +69,7 @@ def test_a_completed_call_decides_before_a_pending_one_before_a_failed_one(store
 def test_the_units_own_pending_rows_count(store: Journal) -> None:
     lineage = store.lineage("wf")
     unit = store.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig"))
     found: Any = unit.read_signature(lineage, "sig", "")
     assert found.seq == 1
     assert store.unit().read_signature(lineage, "sig", "") is None  # nobody else sees it before the commit
@@ -77,8 +78,8 @@ def test_the_units_own_pending_rows_count(store: Journal) -> None:
 def test_a_branch_sees_its_parents_calls_below_the_fork_only(store: Journal) -> None:
     lineage = store.lineage("wf")
     unit = store.unit()
-    unit.reserve("wf", 1, "send", "{}", "early")
-    unit.reserve("wf", 2, "send", "{}", "late")
+    unit.reserve("wf", 1, NewCall("send", "{}", "early"))
+    unit.reserve("wf", 2, NewCall("send", "{}", "late"))
     unit.commit()
     branch = unit.fork(lineage, 2)
     unit.commit()
@@ -87,29 +88,50 @@ def test_a_branch_sees_its_parents_calls_below_the_fork_only(store: Journal) -> 
     assert unit.read_signature(lineage, "late", "") is not None
 
 
-def test_reserve_unless_repeat_reserves_a_new_call_and_then_finds_it(store: Journal) -> None:
+def test_a_reservation_under_no_repeat_reserves_a_new_call_and_then_finds_it(store: Journal) -> None:
     lineage = store.lineage("wf")
-    assert store.reserve_unless_repeat(lineage, "", 1, "send", "{}", "sig") == (None, True)
-    found, reserved = store.reserve_unless_repeat(lineage, "", 2, "send", "{}", "sig")
-    assert not reserved
-    assert found is not None
-    assert (found.seq, found.state) == (1, CallState.PENDING)
+    call = NewCall("send", "{}", "sig")
+    assert store.reserve(lineage, 1, call, [NoRepeat("")]) == Reserved()
+    unmet = store.reserve(lineage, 2, call, [NoRepeat("")])
+    assert isinstance(unmet, Unmet)
+    assert unmet.found is not None
+    assert (unmet.found.seq, unmet.found.state) == (1, CallState.PENDING)
     unit = store.unit()
     unit.finish("wf", 1, CallState.FAILED, "{}")
     unit.commit()
-    found, reserved = store.reserve_unless_repeat(lineage, "", 2, "send", "{}", "sig")  # failed: runs again
-    assert reserved
-    assert found is not None
-    assert found.state is CallState.FAILED
+    assert store.reserve(lineage, 2, call, [NoRepeat("")]) == Reserved()  # failed: runs again
     assert [(r.seq, r.state) for r in store.calls("wf")] == [(1, CallState.FAILED), (2, CallState.PENDING)]
     assert [link.kind for link in store.links("wf")].count("reserved") == 2
+
+
+def test_a_call_whose_result_is_a_tool_error_does_not_make_a_repeat_and_one_that_succeeds_does(
+    store: Journal,
+) -> None:
+    lineage = store.lineage("wf")
+    call = NewCall("send", "{}", "sig")
+    assert store.reserve(lineage, 1, call, [NoRepeat("")]) == Reserved()
+    unit = store.unit()
+    unit.finish("wf", 1, CallState.COMPLETED, '{"isError":true,"content":[]}', tool_error=True)
+    unit.commit()
+    assert unit.read_signature(lineage, "sig", "") == next(r for r in store.calls("wf") if r.seq == 1)
+    assert store.reserve(lineage, 2, call, [NoRepeat("")]) == Reserved()  # the tool said it did not do it
+    unit.finish("wf", 2, CallState.COMPLETED, '{"content":[]}')
+    unit.commit()
+    found = unit.read_signature(lineage, "sig", "")
+    assert found is not None
+    assert (found.seq, found.happened) == (2, True)
+    unmet = store.reserve(lineage, 3, call, [NoRepeat("")])
+    assert isinstance(unmet, Unmet)
+    assert unmet.found == found
 
 
 def race(
     barrier: threading.Barrier, outcomes: list[bool], journal: Journal, lineage: Any, seq: int, signature: str
 ) -> None:
     barrier.wait(timeout=10)
-    outcomes.append(journal.reserve_unless_repeat(lineage, "", seq, "send", "{}", signature)[1])
+    outcomes.append(
+        isinstance(journal.reserve(lineage, seq, NewCall("send", "{}", signature), [NoRepeat("")]), Reserved)
+    )
 
 
 def test_two_connections_racing_to_reserve_one_signature_reserve_it_once(

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.postgres import PostgresJournal
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sequences import BLOCK_MAX, BLOCK_SECONDS, SequenceBlocks
@@ -159,7 +160,7 @@ def test_a_replica_that_dies_leaves_a_gap_and_nothing_else_breaks(pg_url: str, t
         seq = live.allocate_seq("wf")
         assert seq == 16
         unit = live.unit()
-        unit.reserve("wf", seq, "send_email", "{}", "sig")
+        unit.reserve("wf", seq, NewCall("send_email", "{}", "sig"))
         unit.commit()
     finally:
         live.close()
@@ -189,7 +190,7 @@ def test_a_reservation_and_its_finish_commit_in_two_round_trips_each(pg_url: str
         seq = journal.allocate_seq("wf")
         assert seq is not None
         unit = journal.unit()
-        unit.reserve("wf", seq, "send_email", "{}", "sig")
+        unit.reserve("wf", seq, NewCall("send_email", "{}", "sig"))
         with _round_trips(journal) as reserved:
             unit.commit()
         unit.finish("wf", seq, CallState.COMPLETED, '{"content": []}')
@@ -209,13 +210,13 @@ def test_a_write_that_fails_in_its_pipeline_is_rolled_back_and_the_next_one_work
     journal = _replica(pg_url, "a")
     try:
         unit = journal.unit()
-        unit.reserve("wf", 1, "send_email", "{}", "sig")
+        unit.reserve("wf", 1, NewCall("send_email", "{}", "sig"))
         unit.commit()
-        unit.reserve("wf", 2, "send_email", "{}", "sig")
-        unit.reserve("wf", 1, "send_email", "{}", "other")  # taken: the whole transaction fails
+        unit.reserve("wf", 2, NewCall("send_email", "{}", "sig"))
+        unit.reserve("wf", 1, NewCall("send_email", "{}", "other"))  # taken: the whole transaction fails
         with pytest.raises(JournalUnavailable):
             unit.commit()
-        unit.reserve("wf", 3, "send_email", "{}", "sig")
+        unit.reserve("wf", 3, NewCall("send_email", "{}", "sig"))
         unit.commit()
     finally:
         journal.close()
@@ -230,7 +231,7 @@ def test_a_write_that_finds_its_connection_dead_is_sent_again_on_a_new_one(pg_se
         with psycopg.connect(pg_server.url(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (journal._conn.info.backend_pid,))
         unit = journal.unit()
-        unit.reserve("wf", 1, "send_email", "{}", "sig")
+        unit.reserve("wf", 1, NewCall("send_email", "{}", "sig"))
         unit.commit()
     finally:
         journal.close()
@@ -248,18 +249,18 @@ def test_a_write_that_fails_after_its_commit_was_queued_writes_nothing_and_the_n
     )
     try:
         unit = journal.unit()
-        unit.reserve("wf", 1, "send_email", "{}", "sig1")
+        unit.reserve("wf", 1, NewCall("send_email", "{}", "sig1"))
         unit.commit()
         session = journal._conn.info.backend_pid
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute(refuse)
             admin.execute("CREATE TRIGGER refuse BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_seq_2()")
-        unit.reserve("wf", 2, "send_email", "{}", "sig2")
+        unit.reserve("wf", 2, NewCall("send_email", "{}", "sig2"))
         with pytest.raises(JournalError, match="link refused by the test"):
             unit.commit()
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute("DROP TRIGGER refuse ON events")
-        unit.reserve("wf", 3, "send_email", "{}", "sig3")
+        unit.reserve("wf", 3, NewCall("send_email", "{}", "sig3"))
         unit.commit()
         assert journal._conn.info.backend_pid == session  # the same session carried on: nothing to reconnect
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteJournal
 
@@ -32,7 +33,7 @@ def test_a_reserved_call_is_visible_in_its_unit_and_to_others_once_committed(
 ) -> None:
     lineage = journal.lineage("wf")
     unit = journal.unit()
-    unit.reserve("wf", 1, "send", '{"to":"a"}', "sig")
+    unit.reserve("wf", 1, NewCall("send", '{"to":"a"}', "sig"))
     pending = unit.read(lineage, 1)
     assert pending is not None  # the unit sees its own pending row
     assert pending.state is CallState.PENDING
@@ -48,11 +49,11 @@ def test_one_commit_writes_many_calls_of_both_kinds(journal: SqliteJournal) -> N
     lineage = journal.lineage("wf")
     unit = journal.unit()
     for seq in (1, 2, 3):
-        unit.reserve("wf", seq, "send", "{}", f"sig{seq}", key=f"k{seq}")
+        unit.reserve("wf", seq, NewCall("send", "{}", f"sig{seq}", key=f"k{seq}"))
     unit.commit()
     unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
     unit.finish("wf", 2, CallState.FAILED, '{"code":1,"message":"m"}')
-    unit.reserve("wf", 4, "send", "{}", "sig4")
+    unit.reserve("wf", 4, NewCall("send", "{}", "sig4"))
     assert unit.read_key(lineage, "k2") is not None
     unit.commit()
     states = {r.seq: r.state for r in journal.calls("wf")}
@@ -66,7 +67,7 @@ def test_one_commit_writes_many_calls_of_both_kinds(journal: SqliteJournal) -> N
 
 def test_finishing_a_call_that_is_no_longer_pending_changes_nothing(journal: SqliteJournal) -> None:
     unit = journal.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig")
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig"))
     unit.commit()
     unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
     unit.commit()
@@ -78,8 +79,8 @@ def test_finishing_a_call_that_is_no_longer_pending_changes_nothing(journal: Sql
 
 def test_a_failed_commit_writes_nothing_of_its_unit(journal: SqliteJournal) -> None:
     unit = journal.unit()
-    unit.reserve("wf", 1, "send", "{}", "sig")
-    unit.reserve("wf", 1, "send", "{}", "sig")  # the same key twice: the transaction fails as a whole
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig"))
+    unit.reserve("wf", 1, NewCall("send", "{}", "sig"))  # the same key twice: the transaction fails as a whole
     with pytest.raises(JournalUnavailable):
         unit.commit()
     assert journal.calls("wf") == []
@@ -135,7 +136,7 @@ def test_a_write_lock_held_elsewhere_makes_the_commit_unavailable(
     other.execute("BEGIN IMMEDIATE")
     try:
         unit = journal.unit()
-        unit.reserve("wf", 1, "t", "{}", "s")
+        unit.reserve("wf", 1, NewCall("t", "{}", "s"))
         with pytest.raises(JournalUnavailable, match="locked"):
             unit.commit()
     finally:
@@ -149,7 +150,7 @@ def test_every_write_of_a_unit_leaves_its_event_in_the_same_commit_and_record_ev
 ) -> None:
     journal.lineage("wf")
     unit = journal.unit()
-    unit.reserve("wf", 1, "send", '{"to":"a"}', "sig1")
+    unit.reserve("wf", 1, NewCall("send", '{"to":"a"}', "sig1"))
     unit.record_event("wf", "repeat", 1, {"reason": "same signature"})
     unit.commit()
     unit.finish("wf", 1, CallState.COMPLETED, '{"ok":true}')
@@ -176,7 +177,7 @@ def test_finishes_committed_together_leave_events_only_for_the_calls_they_change
 ) -> None:
     unit = journal.unit()
     for seq in (1, 2, 3, 4):
-        unit.reserve("wf", seq, "send", "{}", f"sig{seq}")
+        unit.reserve("wf", seq, NewCall("send", "{}", f"sig{seq}"))
     unit.commit()
     unit.finish("wf", 2, CallState.FAILED, '{"code":1}')
     unit.commit()

@@ -6,6 +6,7 @@ import json
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import ResolveAction
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 
@@ -20,7 +21,7 @@ def test_the_version_stays_put_while_nothing_changes_and_moves_with_every_kind_o
         assert watcher.version() == first  # reading it changes nothing
 
         unit = writer.unit()
-        unit.reserve("wf", 1, "send", '{"to":"a"}', "sig")
+        unit.reserve("wf", 1, NewCall("send", '{"to":"a"}', "sig"))
         unit.commit()
         reserved = watcher.version()
         assert reserved != first  # a call made by another process
@@ -37,7 +38,7 @@ def test_the_version_stays_put_while_nothing_changes_and_moves_with_every_kind_o
         released = watcher.version()
         assert released != owned
 
-        unit.reserve("wf", 2, "send", '{"to":"b"}', "sig2")
+        unit.reserve("wf", 2, NewCall("send", '{"to":"b"}', "sig2"))
         unit.commit()
         before_resolve = watcher.version()
         watcher.resolve("wf", 2, ResolveAction.FAILED, OPERATOR_FAILED, "alice", "host-a")

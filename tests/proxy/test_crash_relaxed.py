@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from checkpoint_mcp.refusals import IN_DOUBT
@@ -48,18 +49,18 @@ def test_only_a_commit_of_outcomes_alone_is_relaxed_and_only_when_asked(tmp_path
         statements = _traced(journal)
 
         unit = journal.unit()
-        unit.reserve(head, 1, "send_email", "{}", "sig-1")
+        unit.reserve(head, 1, NewCall("send_email", "{}", "sig-1"))
         unit.commit(relaxed=True)  # a PENDING row: synced whatever the flag says
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit()  # the default: synced
-        unit.reserve(head, 2, "send_email", "{}", "sig-2")
+        unit.reserve(head, 2, NewCall("send_email", "{}", "sig-2"))
         unit.finish(head, 1, CallState.COMPLETED, '{"result":{}}')
         unit.commit(relaxed=True)  # outcomes next to a PENDING row: synced
         unit.finish(head, 2, CallState.FAILED, '{"error":{}}')
         unit.commit(relaxed=True)  # outcomes alone: relaxed
         journal.execute("SELECT 1")  # a statement outside a transaction commits on its own: synced first
         assert statements[-2:] == [SYNCED, "SELECT 1"]
-        unit.reserve(head, 3, "send_email", "{}", "sig-3")
+        unit.reserve(head, 3, NewCall("send_email", "{}", "sig-3"))
         unit.commit(relaxed=True)  # the next PENDING row: synced again
         journal.lineage("wf")  # a transaction of its own: synced
         assert _commit_levels(statements) == ["FULL", "FULL", "FULL", "NORMAL", "FULL", "FULL"]
@@ -80,7 +81,7 @@ def test_relaxed_commits_set_the_synchronous_level_only_when_it_changes(tmp_path
         statements = _traced(journal)
         unit = journal.unit()
         for seq in range(1, 11):
-            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+            unit.reserve(head, seq, NewCall("send_email", "{}", f"sig-{seq}"))
         unit.commit(relaxed=True)
         for seq in range(1, 11):  # ten outcomes, each committed alone: one level change, not two per commit
             unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
@@ -90,7 +91,7 @@ def test_relaxed_commits_set_the_synchronous_level_only_when_it_changes(tmp_path
 
         del statements[:]
         for seq in range(11, 16):  # a relaxed proxy's calls one by one: a level change per commit, at most
-            unit.reserve(head, seq, "send_email", "{}", f"sig-{seq}")
+            unit.reserve(head, seq, NewCall("send_email", "{}", f"sig-{seq}"))
             unit.commit(relaxed=True)
             unit.finish(head, seq, CallState.COMPLETED, '{"result":{}}')
             unit.commit(relaxed=True)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import mcp_types as types
 
+from checkpoint_mcp.journal.conditions import NewCall
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -42,7 +44,7 @@ def journal_calls(location: str, workflow: str, calls: list[tuple[str, dict[str,
         unit = journal.unit()
         for tool, arguments, state in calls:
             seq += 1
-            unit.reserve(lineage.head, seq, tool, json.dumps(arguments, separators=(",", ":")), f"{seq:064x}")
+            unit.reserve(lineage.head, seq, NewCall(tool, json.dumps(arguments, separators=(",", ":")), f"{seq:064x}"))
             if state != "PENDING":
                 unit.finish(lineage.head, seq, CallState(state), '{"content":[]}')
             if seq % 500 == 0:

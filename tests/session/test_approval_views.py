@@ -10,7 +10,6 @@ import anyio
 import pytest
 
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.session.effects import TITLE
 
 from .conftest import SessionFactory
@@ -43,8 +42,7 @@ async def test_a_load_after_the_save_names_the_approved_call_to_send_again(
             assert not saved.is_error, text_of(saved)
             store = open_journal(str(journal), create=False)
             try:
-                assert isinstance(store, ApprovalStore)
-                store.decide_approval(approval_id, True, "alice")
+                store.approvals.decide_approval(approval_id, True, "alice")
             finally:
                 store.close()
             loaded = await client.call_tool("load_session_checkpoint", {})

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp import errors
+from checkpoint_mcp import refusals
 from checkpoint_mcp.telemetry.sdk import decision_of
 
 
@@ -32,20 +32,20 @@ UNMARKED = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
         (REPLAY, False, "replay"),
         (REPEAT, False, "repeat"),
         (SETTLED, False, "settled"),
-        (error(errors.IN_DOUBT, workflow="wf", seq=1), False, "in_doubt"),
-        (error(errors.DIVERGENCE, workflow="wf", seq=1), False, "divergence"),
-        (error(errors.COLLECTED, workflow="wf", seq=1), False, "collected"),
-        (error(errors.STILL_IN_FLIGHT, workflow="wf", seq=1), False, "in_flight"),
-        (error(errors.JOURNAL_WRITE_FAILED, workflow="wf", seq=1), False, "journal_write_failed"),
-        (error(errors.REPEAT_REFUSED, workflow="wf", seq=1), False, "repeat"),
-        (error(errors.APPROVAL_REQUIRED, reason="awaiting_approval", approval=3), False, "awaiting_approval"),
-        (error(errors.APPROVAL_REQUIRED, reason="approval_denied", approval=3), False, "approval_denied"),
-        (error(errors.APPROVAL_REQUIRED, reason="something_else"), False, "refused"),  # never a made-up value
+        (error(refusals.IN_DOUBT, workflow="wf", seq=1), False, "in_doubt"),
+        (error(refusals.DIVERGENCE, workflow="wf", seq=1), False, "divergence"),
+        (error(refusals.COLLECTED, workflow="wf", seq=1), False, "collected"),
+        (error(refusals.STILL_IN_FLIGHT, workflow="wf", seq=1), False, "in_flight"),
+        (error(refusals.JOURNAL_WRITE_FAILED, workflow="wf", seq=1), False, "journal_write_failed"),
+        (error(refusals.REPEAT_REFUSED, workflow="wf", seq=1), False, "repeat"),
+        (error(refusals.APPROVAL_REQUIRED, reason="awaiting_approval", approval=3), False, "awaiting_approval"),
+        (error(refusals.APPROVAL_REQUIRED, reason="approval_denied", approval=3), False, "approval_denied"),
+        (error(refusals.APPROVAL_REQUIRED, reason="something_else"), False, "refused"),  # never a made-up value
         (result(workflow="wf", seq=1, replayed=False, approval=3), True, "run"),
-        (error(errors.UPSTREAM_EXITED, workflow="wf", seq=1), True, "run"),  # it went up: in doubt now
+        (error(refusals.UPSTREAM_EXITED, workflow="wf", seq=1), True, "run"),  # it went up: in doubt now
         (error(-32000), True, "run"),  # the upstream's own error: a FAILED run
         (error(-32000), False, "replay"),  # a FAILED outcome answered from the journal
-        (error(errors.INVALID_PARAMS, reason="invalid_checkpoint_seq"), False, "refused"),
+        (error(refusals.INVALID_PARAMS, reason="invalid_checkpoint_seq"), False, "refused"),
         (UNMARKED, True, None),  # a read-only tool under --trust-annotations: not journaled
     ],
 )

@@ -12,7 +12,6 @@ import pytest
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.ui import pages, views
 
 from support import ProxyProcess, server_cmd
@@ -24,12 +23,11 @@ PAGE = pages.Page(LINKS, "nonce123", "v1", "/tmp/j.db")
 
 def store(location: str) -> Any:
     journal = open_journal(location)
-    assert isinstance(journal, ApprovalStore)
     return journal
 
 
 def ask(journal: Any, workflow: str, arguments: str, who: dict[str, Any], key: str) -> int:
-    made = journal.request_approval(workflow, "send_email", arguments, key, None, who, 60)
+    made = journal.approvals.request_approval(workflow, "send_email", arguments, key, None, who, 60)
     return int(made.id)
 
 
@@ -40,7 +38,7 @@ def test_what_the_agent_and_the_operator_wrote_is_escaped_on_every_page_that_sho
         arguments = json.dumps({"to": HOSTILE}, separators=(",", ":"))
         waiting = ask(journal, HOSTILE, arguments, {"client": {"name": HOSTILE, "version": "1"}}, "s1")
         denied = ask(journal, HOSTILE, arguments, {"pid": 1}, "s2")
-        journal.decide_approval(denied, False, HOSTILE, HOSTILE)
+        journal.approvals.decide_approval(denied, False, HOSTILE, HOSTILE)
         found, known = views.approvals(journal), frozenset(s.workflow for s in journal.workflows())
         timeline = views.timeline(journal, HOSTILE)
     finally:
@@ -81,7 +79,7 @@ def test_a_grant_past_its_time_shows_as_expired_without_forms(tmp_path: Path) ->
     journal = store(str(tmp_path / "j.db"))
     try:
         granted = ask(journal, "orders", '{"to":"ann"}', {"replica": "r-7", "pid": 5, "host": "h"}, "s1")
-        journal.decide_approval(granted, True, "alice")
+        journal.approvals.decide_approval(granted, True, "alice")
         with journal.transaction():  # age the grant instead of sleeping
             journal.execute("UPDATE approvals SET expires_at = '2000-01-01T00:00:00.000Z' WHERE id = ?", (granted,))
         found = views.approvals(journal)
@@ -103,7 +101,7 @@ def test_the_list_draws_every_waiting_request_and_the_newest_decided_ones_only(
     try:
         decided = [ask(journal, "orders", f'{{"n":{n}}}', {}, f"d{n}") for n in range(5)]
         for approval in decided:
-            journal.decide_approval(approval, False, "alice")
+            journal.approvals.decide_approval(approval, False, "alice")
         waiting = [ask(journal, "orders", f'{{"w":{n}}}', {}, f"w{n}") for n in range(4)]
         found = views.approvals(journal)
     finally:

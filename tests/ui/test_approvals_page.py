@@ -14,7 +14,6 @@ from playwright.sync_api import BrowserContext, expect
 
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, approval_requests, done_count, server_cmd
@@ -121,9 +120,10 @@ def _ask(journal: str, who: str) -> int:
     """A request made as a proxy makes it, straight through the journal (no proxy needed for what the list shows)."""
     store = open_journal(journal)
     try:
-        assert isinstance(store, ApprovalStore)
         args = json.dumps({"to": who}, separators=(",", ":"))
-        made = store.request_approval("orders", "send_email", args, f"sig-{who}", None, {"pid": 1, "host": "h"}, 60)
+        made = store.approvals.request_approval(
+            "orders", "send_email", args, f"sig-{who}", None, {"pid": 1, "host": "h"}, 60
+        )
         return made.id
     finally:
         store.close()
@@ -133,8 +133,7 @@ def _decide_elsewhere(journal: str, approval: int) -> None:
     """A decision made by another process (as `checkpoint journal approve` would)."""
     store = open_journal(journal)
     try:
-        assert isinstance(store, ApprovalStore)
-        store.decide_approval(approval, True, "alice")
+        store.approvals.decide_approval(approval, True, "alice")
     finally:
         store.close()
 

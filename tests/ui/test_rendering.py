@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from checkpoint_mcp.journal import open_journal
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.ui import pages, views
 from checkpoint_mcp.ui.timeline import span_text, timeline_svg
@@ -24,10 +25,10 @@ def journal_with(tmp_path: Path) -> str:
         j.lineage(HOSTILE)
         j.lineage("quiet")
         unit = j.unit()
-        unit.reserve("quiet", 1, "send", '{"to":"a"}', "s0")
+        unit.reserve("quiet", 1, NewCall("send", '{"to":"a"}', "s0"))
         unit.commit()
         unit.finish("quiet", 1, CallState.COMPLETED, '{"content":[]}')
-        unit.reserve(HOSTILE, 1, HOSTILE, '{"x":"' + HOSTILE.replace('"', '\\"') + '"}', "s1")
+        unit.reserve(HOSTILE, 1, NewCall(HOSTILE, '{"x":"' + HOSTILE.replace('"', '\\"') + '"}', "s1"))
         unit.commit()
     finally:
         j.close()
@@ -96,7 +97,7 @@ def test_a_long_workflow_is_paged_newest_calls_first(tmp_path: Path) -> None:
         j.lineage("long")
         unit = j.unit()
         for seq in range(1, 6):
-            unit.reserve("long", seq, "send", "{}", f"s{seq}")
+            unit.reserve("long", seq, NewCall("send", "{}", f"s{seq}"))
             unit.finish("long", seq, CallState.COMPLETED, '{"content":[]}')
         unit.commit()
         last = views.timeline(j, "long", size=2)

@@ -14,7 +14,6 @@ from pathlib import Path
 from playwright.sync_api import BrowserContext, expect
 
 from checkpoint_mcp.journal import open_journal, operations
-from checkpoint_mcp.journal.approvals import ApprovalStore
 
 from support import effects_proxy, read_effects, wait_until
 
@@ -87,8 +86,7 @@ def build_journal(journal: str, tmp_path: Path) -> None:
 def _decide(journal: str, approval: int, grant: bool, reason: str | None) -> None:
     j = open_journal(journal)
     try:
-        assert isinstance(j, ApprovalStore)
-        j.decide_approval(approval, grant, "alice", reason)
+        j.approvals.decide_approval(approval, grant, "alice", reason)
     finally:
         j.close()
 

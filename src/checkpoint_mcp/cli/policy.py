@@ -83,7 +83,7 @@ def policy_check(file: str, trust_annotations: bool, as_json: bool, **options: A
     is not read-only, is an error (exit 1); a rule naming a tool the upstream does not list is a warning.
     """
     from checkpoint_mcp.intercept.policy import load_policy
-    from checkpoint_mcp.intercept.policy_report import effective_rules, render_rules, tools_from_json
+    from checkpoint_mcp.intercept.policy.report import effective_rules, render_rules, tools_from_json
 
     asks = bool(options.get("upstream_cmd") or options.get("upstream_url"))
     try:

@@ -9,7 +9,7 @@
   own it) from its first use to shutdown. On PostgreSQL the process is a replica (``journal.replicas``): several
   gateways serve one workflow at once, and the reservation of a call in the database (its sequence and key are
   unique per workflow) is what keeps two of them from running it. Either way all the interceptors of a workflow
-  share one ``CallJournal``, so calls of several sessions take distinct sequences and see each other in flight.
+  share one ``Workflow``, so calls of several sessions take distinct sequences and see each other in flight.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
-from checkpoint_mcp.intercept.calls import CallJournal
+from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.traced import traced
 from checkpoint_mcp.journal.base import Journal, Ownership
 from checkpoint_mcp.journal.committer import Committer
@@ -46,7 +46,7 @@ UpstreamFactory = Callable[[], Awaitable[Upstream]]
 
 class _Workflow(NamedTuple):
     ownership: Ownership | None  # None for replicas: the reservation in the database is what excludes a double run
-    calls: CallJournal
+    calls: Workflow
 
 
 class Session:
@@ -124,7 +124,7 @@ class Gateway:
             return default_workflow_id(self.config.proxy.journal)
         return "default"
 
-    def _calls(self, workflow: str) -> CallJournal | None:
+    def _calls(self, workflow: str) -> Workflow | None:
         """The shared sequences and decisions of ``workflow``, owning it on first use.
 
         Raises:
@@ -140,7 +140,12 @@ class Gateway:
             )
             try:
                 lineage = self.journal.lineage(workflow)
-                calls = CallJournal(self.config.proxy, self.journal, lineage, join_timeout=self.config.join_timeout)
+                calls = Workflow(
+                    self.journal,
+                    lineage,
+                    replay_from_start=self.config.proxy.replay_from_start,
+                    join_timeout=self.config.join_timeout,
+                )
             except BaseException:
                 if ownership is not None:
                     ownership.release()
@@ -157,7 +162,7 @@ class Gateway:
         trace = self.telemetry.session(
             peer("tcp", url), journaled=self.journal is not None, redact_args=proxy.redact_args
         )
-        interceptor = traced(trace, proxy, self.journal, lineage, calls=calls)
+        interceptor = traced(trace, proxy, self.journal, lineage, workflow=calls)
         try:
             upstream = await self._new_upstream()
         except Exception as exc:

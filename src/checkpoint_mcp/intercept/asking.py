@@ -34,19 +34,13 @@ import itertools
 import json
 import logging
 import secrets
-from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError, UsageError
-from checkpoint_mcp.intercept.approvals import ELICITED_BY, store_of
-from checkpoint_mcp.intercept.inflight import InFlight, InFlightTable, Track
-from checkpoint_mcp.intercept.messages import request_key
-from checkpoint_mcp.intercept.policy import Approve, ToolRule
-from checkpoint_mcp.intercept.proxy_config import ProxyConfig
-from checkpoint_mcp.intercept.turns import ClientBatch
+from checkpoint_mcp.intercept.approval_gate import ELICITED_BY
 from checkpoint_mcp.journal.base import Journal
-from checkpoint_mcp.refusals import ApprovalRequired, CallRefused
+from checkpoint_mcp.refusals import CallRefused
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import Message, classify, dumps, encode, error_line
 
@@ -59,12 +53,13 @@ INPUT_KEY = "checkpoint/approval"
 """The key of our elicitation in a 2026-07-28 ``input_required`` answer's ``inputRequests`` (and of its answer)."""
 
 _STATE = "checkpoint-approval/"  # our requestState: this prefix, then the request's id
-_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"  # a 2026-07-28 request's _meta: the client's
+CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+"""The request ``_meta`` key by which a 2026-07-28 client declares its capabilities (it sends no ``initialize``)."""
 _OURS = f"checkpoint-ask-{secrets.token_hex(4)}-"  # the ids of this process's elicitations
 _ask_ids = itertools.count(1)
 
 
-class Answer(enum.Enum):
+class UserAnswer(enum.Enum):
     """What the client's user said to our elicitation."""
 
     ACCEPT = "accept"  # the request is granted; the call goes through the gate again
@@ -129,27 +124,21 @@ def withdrawn(ask_id: str, why: str) -> bytes:
     return (dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}) + "\n").encode()
 
 
-def answer_of(body: Any) -> Answer:
+def answer_of(body: Any) -> UserAnswer:
     """What a response to our elicitation says (anything but a result with action accept or decline: NONE)."""
     result = body.get("result") if isinstance(body, dict) else None
     action = result.get("action") if isinstance(result, dict) else None
     if action == "accept":
-        return Answer.ACCEPT
-    return Answer.DECLINE if action == "decline" else Answer.NONE
+        return UserAnswer.ACCEPT
+    return UserAnswer.DECLINE if action == "decline" else UserAnswer.NONE
 
 
 class Asker:
     """The elicitations one interceptor has sent, until their answers come (or their time passes)."""
 
     def __init__(self, journal: Journal) -> None:
-        self._store = store_of(journal)
+        self._store = journal.approvals
         self._waiting: dict[tuple[str, Any], Asking] = {}
-
-    @staticmethod
-    def wants(refusal: CallRefused, rule: ToolRule) -> bool:
-        """True when ``refusal`` awaits an approval the client's user may give instead (``approve = "elicit"``)."""
-        awaiting = isinstance(refusal, ApprovalRequired) and refusal.data.get("reason") == "awaiting_approval"
-        return awaiting and rule.approve is Approve.ELICIT
 
     def ask(self, message: Message, line: bytes, refusal: CallRefused) -> tuple[bytes, str]:
         """Hold the call ``message`` refused by ``refusal`` (see ``wants``): our request to send the client, and
@@ -169,7 +158,7 @@ class Asker:
         never reaches the upstream, which did not ask)."""
         return isinstance(ident, str) and ident.startswith(_OURS)
 
-    def answered(self, message: Message) -> tuple[Asking, Answer] | None:
+    def answered(self, message: Message) -> tuple[Asking, UserAnswer] | None:
         """The response ``message`` to our request (``owns``): the call it held and what the user said; None when
         the request no longer waits (it timed out)."""
         asking = self._waiting.pop(("s", message.id), None)
@@ -207,11 +196,11 @@ class Asker:
         line = encode(first)
         return classify(line), line
 
-    def decide(self, approval: int, answer: Answer) -> bool:
+    def decide(self, approval: int, answer: UserAnswer) -> bool:
         """Grant the call's request if the user accepted; True when the call is to go through the gate again,
         False for the operator path. Never raises: a request decided meanwhile stands (the gate reads it), and a
         journal that fails here fails the call's second pass through the gate, which says so."""
-        if answer is not Answer.ACCEPT:
+        if answer is not UserAnswer.ACCEPT:
             logger.info("approval #%d: the client's user answered %s; it waits for a person", approval, answer.value)
             return False
         try:
@@ -221,81 +210,3 @@ class Asker:
         except JournalError as exc:
             logger.error("could not record the user's answer on approval #%d: %s", approval, exc)
         return True
-
-
-class AsksUsers:
-    """The interceptor's side of asking a call's user (a mixin of ``Interceptor``): hold the call, send our
-    elicitation, and route the answer (or the timeout, by the pump's probe timers)."""
-
-    _in_flight: InFlightTable
-    _timers: list[tuple[str, float]]
-    _config: ProxyConfig
-    _asker: Asker | None
-    hello: dict[str, Any]
-
-    @abstractmethod
-    def _call_line(
-        self,
-        message: Message,
-        line: bytes,
-        out: ClientBatch,
-        upward: list[tuple[bytes, InFlight | None, int]],
-        ask: bool = True,
-    ) -> None:
-        """Route one tools/call line (see ``Interceptor``); ``ask``: its user may be asked to approve it."""
-
-    def _ask_user(self, message: Message, line: bytes, refusal: CallRefused, out: ClientBatch) -> bool:
-        """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
-        False when the refusal stands."""
-        policy, asker, params = self._config.policy, self._asker, message.params
-        if policy is None or asker is None or not isinstance(refusal, ApprovalRequired):
-            return False  # a call refused for anything else (a missing name too) is answered as it is
-        if not asker.wants(refusal, policy.rule_for(params["name"])):
-            return False
-        meta = params.get("_meta")
-        if isinstance(meta, dict) and asks_in_form(meta.get(_CAPABILITIES)):  # 2026-07-28: one more round
-            approval = int(refusal.data["approval"])
-            out.to_client.append(input_required(message.id, params["name"], params.get("arguments") or {}, approval))
-            return True
-        if not asks_in_form(self.hello.get("capabilities")):
-            return False
-        request, ask_id = asker.ask(message, line, refusal)
-        self._in_flight[request_key(message.id)] = InFlight(Track.ASKING, message.id)
-        self._timers.append((ask_id, ASK_TIMEOUT))
-        out.to_client.append(request)
-        return True
-
-    def _waiting_call(self, ident: Any) -> bool:
-        """True (and it is no longer in flight) when the call held by our elicitation still waits: not cancelled."""
-        key = request_key(ident)
-        entry = self._in_flight.get(key)
-        if entry is None or entry.track is not Track.ASKING:
-            return False
-        del self._in_flight[key]
-        return True
-
-    def _user_answered(
-        self, message: Message, out: ClientBatch, upward: list[tuple[bytes, InFlight | None, int]]
-    ) -> None:
-        """The user's answer decides the call's request; the call then goes through the gate again in the same
-        request (granted: it runs; denied: refused), or gets the operator path's refusal."""
-        assert self._asker is not None
-        answered = self._asker.answered(message)
-        if answered is None:
-            return  # late: the call already had the operator path's refusal
-        asking, answer = answered
-        if not self._waiting_call(asking.message.id):
-            return  # the call was cancelled meanwhile: it must not run, and nothing is decided
-        if self._asker.decide(asking.approval, answer):
-            self._call_line(asking.message, asking.line, out, upward, ask=False)
-        else:
-            out.to_client.append(asking.refusal)
-
-    def _user_silent(self, ask_id: str) -> list[bytes]:
-        """Our request ``ask_id`` got no answer in time: withdraw it; its call gets the operator path's refusal."""
-        assert self._asker is not None
-        asking = self._asker.expired(ask_id)
-        if asking is None or not self._waiting_call(asking.message.id):
-            return []
-        logger.warning("approval #%d: the client's user did not answer within %gs", asking.approval, ASK_TIMEOUT)
-        return [withdrawn(ask_id, f"no answer within {ASK_TIMEOUT:g}s"), asking.refusal]

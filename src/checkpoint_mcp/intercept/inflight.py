@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from checkpoint_mcp.intercept.calls import Claimed
-from checkpoint_mcp.intercept.settling import PendingProbe
+from checkpoint_mcp.intercept.decision.verdicts import Claimed
+from checkpoint_mcp.intercept.settler import PendingProbe
 from checkpoint_mcp.wire import id_key
 
 

@@ -6,7 +6,8 @@ that the relay flushes as each turn of its loop ends, so the calls and answers o
 one durable commit (group commit). Nothing that depends on a write is released before that commit: a PENDING
 row is durable before the upstream sees the call, a COMPLETED row before the client sees the reply; the lines
 behind such a line wait with it so that order is kept, except a request not journaled and its answer, which pass
-(``_release_up``, ``_emit_down``). The journaling decisions themselves live in ``calls.py``.
+(``_release_up``, ``_emit_down``). The decision for a tools/call is the ordered checks of ``decision/``; this
+module carries out what they say (forward the reserved call, replay, refuse, join, settle, ask for an approval).
 """
 
 from __future__ import annotations
@@ -16,9 +17,29 @@ from typing import Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import JournalError, JournalLost
-from checkpoint_mcp.intercept.asking import Asker, AsksUsers
-from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
-from checkpoint_mcp.intercept.endings import Endings
+from checkpoint_mcp.intercept.answers import annotated, completed, repeat_line, replay_line
+from checkpoint_mcp.intercept.approval_gate import ApprovalGate
+from checkpoint_mcp.intercept.asking import (
+    ASK_TIMEOUT,
+    CAPABILITIES_META,
+    Asker,
+    asks_in_form,
+    input_required,
+    withdrawn,
+)
+from checkpoint_mcp.intercept.decision import Call, Facts, decide
+from checkpoint_mcp.intercept.decision.verdicts import (
+    AskApproval,
+    Claimed,
+    Continue,
+    Join,
+    Note,
+    Refuse,
+    Reply,
+    Settle,
+    Verdict,
+)
+from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import (
     batch_has_tool_call,
@@ -28,22 +49,38 @@ from checkpoint_mcp.intercept.messages import (
     utf8_lines,
     valid_tools_call,
 )
+from checkpoint_mcp.intercept.policy import BUILT_IN, Approve
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
-from checkpoint_mcp.intercept.settle import idempotency_key, keyed_line, unanswered
-from checkpoint_mcp.intercept.settling import Answer, Forward, PendingProbe, Settler
-from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Join
+from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
+from checkpoint_mcp.intercept.settler import Forward, PendingProbe, Settler
+from checkpoint_mcp.intercept.settler import Reply as SettledReply
+from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
+from checkpoint_mcp.intercept.turns import Join as JoinTurn
 from checkpoint_mcp.journal.base import Journal, Lineage
-from checkpoint_mcp.journal.records import CallState
+from checkpoint_mcp.journal.conditions import Unmet
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
 from checkpoint_mcp.refusals import (
     INVALID_REQUEST,
     PARSE_ERROR,
+    ApprovalRequired,
     CallRefused,
     DuplicateRequestId,
-    JoinInFlight,
     JournalWriteFailed,
+    Stopped,
+    UpstreamExited,
 )
-from checkpoint_mcp.wire import Kind, Message, WireParseError, classify, error_line, id_key, member_text, usual_result
+from checkpoint_mcp.wire import (
+    Kind,
+    Message,
+    WireParseError,
+    classify,
+    dumps,
+    error_line,
+    id_key,
+    member_text,
+    usual_result,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,19 +89,19 @@ _QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behin
 _KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
 
 
-class Interceptor(Endings, AsksUsers):
+class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
     def __init__(
-        self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None, calls: CallJournal | None = None
+        self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None, workflow: Workflow | None = None
     ) -> None:
-        """``calls``: the sequences and decisions of the workflow, when several interceptors (a gateway's
+        """``workflow``: what this process knows of the workflow's calls, when several interceptors (a gateway's
         sessions) share one workflow in one process; by default this interceptor has its own."""
         self._config = config
         self._journal = journal
-        if calls is None and journal is not None and lineage is not None:
-            calls = CallJournal(config, journal, lineage)
-        self._calls = calls
+        if workflow is None and journal is not None and lineage is not None:
+            workflow = Workflow(journal, lineage, replay_from_start=config.replay_from_start)
+        self._calls = workflow
         self._in_flight = InFlightTable()
         self._results = PlainResults(config.server_name, config.server_version, config.policy)
         self.fatal: str | None = None
@@ -76,8 +113,9 @@ class Interceptor(Endings, AsksUsers):
         self._held_up: list[tuple[bytes, InFlight | None]] = []
         self._held_down: list[bytes] = []
         self._finishing: list[Claimed] = []  # calls whose outcome is in the unit
-        self._settler = Settler(journal, calls, config.redact_args) if journal and calls else None
-        self._asker = Asker(journal) if journal and calls else None  # elicitations we sent (``approve = "elicit"``)
+        self._settler = Settler(journal, workflow, config.redact_args) if journal and workflow else None
+        self._gate = ApprovalGate(journal) if journal is not None else None
+        self._asker = Asker(journal) if journal and workflow else None  # elicitations we sent (``approve = "elicit"``)
         self._timers: list[tuple[str, float]] = []  # probes sent this turn: (probe id, timeout), for the pump
         self._flushing: Flushing | None = None  # a batch being committed elsewhere (a committer thread)
         self._up_barrier = self._down_barrier = False  # a line is held that nothing may pass (``_release_up``)
@@ -189,10 +227,6 @@ class Interceptor(Endings, AsksUsers):
             (message, line), ask = retried, False  # a 2026-07-28 retry with its user's answer (``asking``)
         try:
             routed = self._tool_call(message, out, line, ask)
-        except JoinInFlight as join:
-            refusal = error_line(message.id, join.refusal.to_error())
-            out.joins.append(Join(line, refusal, join.workflow, join.seq))
-            return
         except JournalError as exc:
             self._note(exc)
             logger.error("journal read failed; refusing a call: %s", exc)
@@ -342,8 +376,8 @@ class Interceptor(Endings, AsksUsers):
     def _tool_call(
         self, message: Message, out: ClientBatch, line: bytes, ask: bool = False
     ) -> tuple[InFlight, bytes] | None:
-        """Route one tools/call request. Returns the entry and the line to forward (with the idempotency key its
-        policy asks for), or None if it was answered here.
+        """Route one tools/call request: decide it (``decision/``) and carry out the verdict. Returns the entry and
+        the line to forward (with the idempotency key its policy asks for), or None if it was answered here.
 
         Raises:
             JournalError: the journal could not be read.
@@ -353,31 +387,95 @@ class Interceptor(Endings, AsksUsers):
             key = request_key(message.id)
             if key in self._in_flight:
                 raise DuplicateRequestId(message.id)
-            assert self._calls is not None
+            workflow, unit = self._calls, self._unit
+            assert workflow is not None
+            assert unit is not None
             name = params["name"]
-            hinted = self._results.read_only.get(name, False)
+            read_only = self._results.read_only.get(name, False)
             policy = self._config.policy
-            if (self._config.trust_annotations and hinted) or (
-                policy is not None and not policy.rule_for(name).journal
-            ):
+            rule = policy.rule_for(name) if policy is not None else BUILT_IN
+            if not rule.journal or (self._config.trust_annotations and read_only):
                 entry = InFlight(Track.PLAIN, message.id)
             else:
-                assert self._unit is not None
-                client = self.hello.get("clientInfo")
-                claimed = self._calls.claim(message.id, params, self._unit, hinted, client)
-                if isinstance(claimed, bytes):
-                    out.to_client.append(self._results.with_identity(claimed))
-                    return None
-                if isinstance(claimed, Unsettled):
-                    return self._settle(message, line, params, claimed, out)
-                line = keyed_line(policy, line, name, claimed.workflow, claimed.seq, claimed.key)
+                call = Call.of(message.id, params, rule, read_only, self.hello.get("clientInfo"))
+                facts = Facts(
+                    call,
+                    workflow,
+                    unit,
+                    policy,
+                    on_divergence=self._config.on_divergence,
+                    redact=self._config.redact_args,
+                )
+                decision = decide(call, facts)
+                verdict: Verdict | Claimed
+                if decision.verdict is None:
+                    stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
+                    conditions = [condition for _, condition in decision.required]
+                    reserved = workflow.reserve(call, facts.place, stored, conditions, list(decision.notes), unit)
+                    verdict = decision.unmet(call, facts, reserved) if isinstance(reserved, Unmet) else reserved
+                else:
+                    verdict = decision.verdict
+                if not isinstance(verdict, Claimed | Continue):
+                    return self._carry_out(message, line, call, verdict, out, ask)
+                claimed = verdict if isinstance(verdict, Claimed) else verdict.claimed
+                if isinstance(verdict, Claimed):
+                    line = self._keyed(line, claimed)
                 entry = InFlight(Track.TOOL_CALL, message.id, claimed)
         except CallRefused as refusal:
-            if not (ask and self._ask_user(message, line, refusal, out)):
-                out.to_client.append(error_line(message.id, refusal.to_error()))
+            out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
         self._in_flight[key] = entry
         return entry, line
+
+    def _carry_out(
+        self, message: Message, line: bytes, call: Call, verdict: Verdict, out: ClientBatch, ask: bool
+    ) -> tuple[InFlight, bytes] | None:
+        """Carry out a verdict that does not send the call upstream as it came: answer it, join it, settle the call
+        it met, or ask for its approval.
+
+        Raises:
+            JournalError: the journal could not be read or written.
+        """
+        if isinstance(verdict, Join):
+            refusal = error_line(message.id, verdict.refusal.to_error())
+            out.joins.append(JoinTurn(line, refusal, verdict.workflow, verdict.seq))
+            return None
+        if isinstance(verdict, Settle):
+            self._noted(verdict.notes)
+            return self._settle(message, line, call, verdict, out)
+        if isinstance(verdict, Reply):
+            self._noted(verdict.notes)
+            answer = repeat_line if verdict.repeat else replay_line
+            out.to_client.append(self._results.with_identity(answer(message.id, verdict.record)))
+            return None
+        if isinstance(verdict, Refuse):
+            self._noted(verdict.notes)
+            out.to_client.append(error_line(message.id, verdict.refusal.to_error()))
+            return None
+        assert isinstance(verdict, AskApproval)
+        assert self._gate is not None
+        assert self._calls is not None
+        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
+        refused = self._gate.refusal(self._calls.head, call, stored, verdict.newest)
+        if not (ask and self._ask_user(message, line, refused, verdict, out)):
+            out.to_client.append(error_line(message.id, refused.to_error()))
+        return None
+
+    def _noted(self, notes: tuple[Note, ...]) -> None:
+        """Queue a verdict's notes (audit events) in the unit of work: durable with its next commit."""
+        assert self._unit is not None
+        for note in notes:
+            self._unit.record_event(note.workflow, note.kind, note.seq, note.detail)
+
+    def _keyed(self, line: bytes, claimed: Claimed) -> bytes:
+        """The tools/call ``line`` with the idempotency key its tool's policy puts in an argument, if it does."""
+        policy = self._config.policy
+        idempotency = policy.rule_for(claimed.tool).idempotency if policy is not None else None
+        if idempotency is None or idempotency.argument is None:
+            return line
+        return with_key_argument(
+            line, idempotency.argument, idempotency_key(claimed.workflow, claimed.seq, claimed.key)
+        )
 
     def upstream_headers(self, key: tuple[str, Any] | None) -> dict[str, str]:
         """The HTTP headers an ``--upstream-url`` upstream adds to the request with ``id_key`` ``key``: the
@@ -395,15 +493,15 @@ class Interceptor(Endings, AsksUsers):
     # ---- in-doubt calls a policy settles (see settling.py) -----------------------------------------------
 
     def _settle(
-        self, message: Message, line: bytes, params: dict[str, Any], unsettled: Unsettled, out: ClientBatch
+        self, message: Message, line: bytes, call: Call, settle: Settle, out: ClientBatch
     ) -> tuple[InFlight, bytes] | None:
         assert self._settler is not None
-        tool = unsettled.rule.probe.tool if unsettled.rule.probe is not None else None
+        tool = settle.rule.probe.tool if settle.rule.probe is not None else None
         policy = self._config.policy
         read_only = tool is not None and policy is not None and policy.rule_for(tool).read_only
         read_only = read_only or (tool is not None and self._results.read_only.get(tool, False))
-        step = self._settler.begin(message.id, line, params, unsettled, probe_read_only=read_only)
-        if isinstance(step, Answer):
+        step = self._settler.begin(message.id, line, call.params, settle, probe_read_only=read_only)
+        if isinstance(step, SettledReply):
             out.to_client.append(step.line)
             return None
         if isinstance(step, Forward):
@@ -561,13 +659,127 @@ class Interceptor(Endings, AsksUsers):
         if isinstance(result, dict) and result.get("resultType") == "input_required":
             # Not a completion: the client will retry with inputResponses; the row stays PENDING until then.
             self._calls.awaiting_input(claimed, result.get("requestState"))
-            return self._calls.annotate(text, claimed), False
-        outcome, annotated = self._calls.completed(text, result, claimed, at)
-        self._finish(claimed, CallState.COMPLETED, outcome)
-        return annotated, True
+            return annotated(text, claimed), False
+        outcome, answer = completed(text, result, claimed, at)
+        tool_error = isinstance(result, dict) and result.get("isError") is True
+        self._finish(claimed, CallState.COMPLETED, outcome, tool_error)
+        return answer, True
 
-    def _finish(self, claimed: Claimed, state: CallState, outcome: str) -> None:
+    def _finish(self, claimed: Claimed, state: CallState, outcome: str, tool_error: bool = False) -> None:
         assert self._calls is not None
         assert self._unit is not None
-        self._unit.finish(claimed.workflow, claimed.seq, state, outcome)
+        self._unit.finish(claimed.workflow, claimed.seq, state, outcome, tool_error)
         self._finishing.append(claimed)
+
+    # ---- requests that will get no answer ------------------------------------------------------------------
+
+    def upstream_gone(self, exit_status: str) -> list[bytes]:
+        """Error replies for every request still in flight; their journal rows stay PENDING (in doubt)."""
+        out: list[bytes] = []
+        for entry in self._in_flight.take_all():
+            if entry.track is not Track.PROBE:  # the call waiting for a probe is answered itself
+                out.extend(self._abandoned(entry, exit_status))
+        return out
+
+    def stopped(self, why: str) -> list[bytes]:
+        """At shutdown: error replies for every request still in flight (journaled calls stay PENDING)."""
+        out: list[bytes] = []
+        for entry in self._in_flight.take_all():
+            claimed = entry.claimed
+            if claimed is not None and self._calls is not None:
+                self._calls.finished(claimed)
+            if not entry.cancelled and entry.track is not Track.PROBE:
+                refusal = Stopped(
+                    workflow=claimed.workflow if claimed else None,
+                    seq=claimed.seq if claimed else None,
+                    tool=claimed.tool if claimed else None,
+                    why=why,
+                )
+                out.append(error_line(entry.ident, refusal.to_error()))
+        return out
+
+    def abandon(self, ident: Any, reason: str) -> list[bytes]:
+        """The error reply for one request in flight that will get no answer (its exchange with the upstream
+        broke); a journaled call's row stays PENDING (in doubt). Nothing if no such request is in flight."""
+        key = id_key(ident)
+        entry = self._in_flight.pop(key, None) if key is not None else None
+        if entry is not None and entry.track is Track.PROBE:
+            pending = entry.pending
+            return self._probe_concluded(pending, None, f"the probe got no answer: {reason}") if pending else []
+        return self._abandoned(entry, reason) if entry is not None else []
+
+    def _abandoned(self, entry: InFlight, reason: str) -> list[bytes]:
+        claimed = entry.claimed
+        if claimed is not None and self._calls is not None:
+            self._calls.finished(claimed)
+            if self._journal is not None and self._journal.replica_id is not None and self._unit is not None:
+                # A gateway replica gives the call up, so that other replicas see it in doubt, not in flight.
+                self._unit.disown(claimed.workflow, claimed.seq)
+        if entry.cancelled:
+            return []
+        refusal = UpstreamExited(
+            workflow=claimed.workflow if claimed else None,
+            seq=claimed.seq if claimed else None,
+            tool=claimed.tool if claimed else None,
+            exit_status=reason,
+        )
+        return [error_line(entry.ident, refusal.to_error())]
+
+    # ---- asking a call's user for its approval (``approve = "elicit"``, ``asking.py``) -----------------------
+
+    def _ask_user(
+        self, message: Message, line: bytes, refusal: ApprovalRequired, verdict: AskApproval, out: ClientBatch
+    ) -> bool:
+        """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
+        False when the refusal stands."""
+        asker, params = self._asker, message.params
+        awaiting = refusal.data.get("reason") == "awaiting_approval"
+        if asker is None or not awaiting or verdict.rule.approve is not Approve.ELICIT:
+            return False
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and asks_in_form(meta.get(CAPABILITIES_META)):  # 2026-07-28: one more round
+            approval = int(refusal.data["approval"])
+            out.to_client.append(input_required(message.id, params["name"], params.get("arguments") or {}, approval))
+            return True
+        if not asks_in_form(self.hello.get("capabilities")):
+            return False
+        request, ask_id = asker.ask(message, line, refusal)
+        self._in_flight[request_key(message.id)] = InFlight(Track.ASKING, message.id)
+        self._timers.append((ask_id, ASK_TIMEOUT))
+        out.to_client.append(request)
+        return True
+
+    def _waiting_call(self, ident: Any) -> bool:
+        """True (and it is no longer in flight) when the call held by our elicitation still waits: not cancelled."""
+        key = request_key(ident)
+        entry = self._in_flight.get(key)
+        if entry is None or entry.track is not Track.ASKING:
+            return False
+        del self._in_flight[key]
+        return True
+
+    def _user_answered(
+        self, message: Message, out: ClientBatch, upward: list[tuple[bytes, InFlight | None, int]]
+    ) -> None:
+        """The user's answer decides the call's request; the call then goes through the checks again in the same
+        request (granted: it runs; denied: refused), or gets the operator path's refusal."""
+        assert self._asker is not None
+        answered = self._asker.answered(message)
+        if answered is None:
+            return  # late: the call already had the operator path's refusal
+        asking, answer = answered
+        if not self._waiting_call(asking.message.id):
+            return  # the call was cancelled meanwhile: it must not run, and nothing is decided
+        if self._asker.decide(asking.approval, answer):
+            self._call_line(asking.message, asking.line, out, upward, ask=False)
+        else:
+            out.to_client.append(asking.refusal)
+
+    def _user_silent(self, ask_id: str) -> list[bytes]:
+        """Our request ``ask_id`` got no answer in time: withdraw it; its call gets the operator path's refusal."""
+        assert self._asker is not None
+        asking = self._asker.expired(ask_id)
+        if asking is None or not self._waiting_call(asking.message.id):
+            return []
+        logger.warning("approval #%d: the client's user did not answer within %gs", asking.approval, ASK_TIMEOUT)
+        return [withdrawn(ask_id, f"no answer within {ASK_TIMEOUT:g}s"), asking.refusal]

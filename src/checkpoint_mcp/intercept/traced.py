@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoint_mcp.intercept.calls import CallJournal
+from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
@@ -29,9 +29,9 @@ class TracedInterceptor(Interceptor):
         config: ProxyConfig,
         journal: Journal | None,
         lineage: Lineage | None,
-        calls: CallJournal | None = None,
+        workflow: Workflow | None = None,
     ) -> None:
-        super().__init__(config, journal, lineage, calls)
+        super().__init__(config, journal, lineage, workflow)
         self.trace = trace
         self._carrier: Mapping[str, str] | None = None
 
@@ -95,9 +95,9 @@ def traced(
     config: ProxyConfig,
     journal: Journal | None,
     lineage: Lineage | None,
-    calls: CallJournal | None = None,
+    workflow: Workflow | None = None,
 ) -> Interceptor:
     """The interceptor a pump uses: the plain one when ``trace`` is None (telemetry off), else a traced one."""
     if trace is None:
-        return Interceptor(config, journal, lineage, calls)
-    return TracedInterceptor(trace, config, journal, lineage, calls)
+        return Interceptor(config, journal, lineage, workflow)
+    return TracedInterceptor(trace, config, journal, lineage, workflow)

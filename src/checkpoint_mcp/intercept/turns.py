@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from checkpoint_mcp.intercept.calls import Claimed
+from checkpoint_mcp.intercept.decision.verdicts import Claimed
 from checkpoint_mcp.intercept.inflight import InFlight
 from checkpoint_mcp.journal.base import Batch, Lineage
 

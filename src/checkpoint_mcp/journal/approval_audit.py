@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple
 
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.approval_rows import Approval
-from checkpoint_mcp.journal.approvals import EVENT_KIND
+from checkpoint_mcp.journal.approval_store import EVENT_KIND
 from checkpoint_mcp.journal.audit import Break
 from checkpoint_mcp.journal.chain import Link
 

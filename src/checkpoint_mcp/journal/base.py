@@ -11,7 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from checkpoint_mcp.journal.chain import Event, Link
+from checkpoint_mcp.journal.approval_rows import Approval
+from checkpoint_mcp.journal.chain import Link
+from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
 MAX_KEY_LENGTH = 256
@@ -224,21 +226,13 @@ class UnitOfWork(ABC):
         events included (None: it has none): whether a refused repeat awaits its confirmation."""
 
     @abstractmethod
-    def reserve(
-        self,
-        workflow: str,
-        seq: int,
-        tool: str,
-        arguments: str,
-        signature: str,
-        key: str | None = None,
-        identity: str | None = None,
-    ) -> None:
-        """Insert a PENDING row (at commit); ``identity``: the call's identity for repeats, where it has one."""
+    def reserve(self, workflow: str, seq: int, call: NewCall) -> None:
+        """Insert ``call``'s PENDING row at ``seq`` of ``workflow`` (at commit): a reservation under no condition."""
 
     @abstractmethod
-    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
-        """Move a PENDING row to COMPLETED or FAILED (at commit)."""
+    def finish(self, workflow: str, seq: int, state: CallState, outcome: str, tool_error: bool = False) -> None:
+        """Move a PENDING row to COMPLETED or FAILED (at commit); ``tool_error``: a COMPLETED result that is a tool
+        error (``isError: true``)."""
 
     @abstractmethod
     def disown(self, workflow: str, seq: int) -> None:
@@ -300,6 +294,51 @@ class UnitOfWork(ABC):
         """
 
 
+class Approvals(ABC):
+    """A journal's approval requests (schema v6, ``approval_rows.py``): asked for a call, decided by a person, used by
+    the reservation of that call (``Journal.reserve`` under ``UsesApproval``), or expired. Each step is one durable
+    transaction, chained on the workflow's hash chain."""
+
+    @abstractmethod
+    def approval(self, approval_id: int) -> Approval | None:
+        """The request ``approval_id``, or None."""
+
+    @abstractmethod
+    def approval_for(self, workflow: str, call_key: str) -> Approval | None:
+        """The newest request for the call ``call_key`` (identity, else signature) of ``workflow``, or None."""
+
+    @abstractmethod
+    def approvals(self, workflow: str | None = None) -> list[Approval]:
+        """Every request (of ``workflow``, where given), newest first."""
+
+    @abstractmethod
+    def request_approval(
+        self,
+        workflow: str,
+        tool: str,
+        arguments: str,
+        signature: str,
+        identity: str | None,
+        requested_by: Mapping[str, Any],
+        expires_after: float,
+    ) -> Approval:
+        """The pending request for this call, made (and chained) if there is none yet: one per call, however often
+        it is sent while it waits. ``expires_after``: how long a grant of it will stay usable, in seconds."""
+
+    @abstractmethod
+    def decide_approval(self, approval_id: int, grant: bool, by: str, reason: str | None = None) -> Approval:
+        """A person's decision on the pending request ``approval_id``: granted (usable for its ``expires_after``
+        from now) or denied.
+
+        Raises:
+            UsageError: no such request, or it is not pending (already decided, used or expired).
+        """
+
+    @abstractmethod
+    def expire_approval(self, approval_id: int) -> bool:
+        """Record that the grant ``approval_id`` passed its ``expires_at`` unused (False: it is not such a grant)."""
+
+
 class Ownership(ABC):
     """A held claim on a workflow lineage; released by ``release`` or by the owner's death."""
 
@@ -324,6 +363,9 @@ class Journal(ABC):
     replica_id: str | None = None
     """The `checkpoint serve` replica this process is, once registered (PostgreSQL); its reservations carry it."""
 
+    approvals: Approvals
+    """The journal's approval requests."""
+
     def allocate_seq(self, workflow: str) -> int | None:
         """A sequence of ``workflow`` that no other replica was given, for a call without an explicit one, where
         replicas share the journal; None where the process's own cursor decides (one owner per workflow)."""
@@ -334,23 +376,12 @@ class Journal(ABC):
         return False
 
     @abstractmethod
-    def reserve_unless_repeat(
-        self,
-        lineage: Lineage,
-        since: str,
-        seq: int,
-        tool: str,
-        arguments: str,
-        signature: str,
-        key: str | None = None,
-        identity: str | None = None,
-        confirmed: Event | None = None,
-    ) -> tuple[CallRecord | None, bool]:
-        """A tool policy's repeat lookup and the reservation of a new call as one durable transaction, serialized
-        per (lineage, identity or signature) across every process sharing the journal: the row that decides the
-        repeat (as ``UnitOfWork.read_signature``, None: none) and whether a PENDING row was inserted at ``seq`` of
-        the lineage's head (only when no COMPLETED or PENDING call has the identity since ``since``, or the call
-        confirms a refused repeat of the COMPLETED one: see ``RepeatGuard.reserve_unless_repeat``).
+    def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
+        """Reserve ``call`` PENDING at ``seq`` of the lineage's head, durably, if every condition holds: one
+        transaction that tests the conditions in order against what is committed (taking turns with every other
+        process on what each reads) and stops at the first that does not hold (``Unmet``: nothing written), else
+        writes the row and what the conditions say (an approval used, the call counted, a confirmation linked).
+        See ``conditions.py``.
 
         Raises:
             JournalError: the journal could not be read or written (nothing was reserved).

@@ -29,7 +29,7 @@ class NewCall(NamedTuple):
     signature: str
     key: str | None = None  # the agent's key (``_meta.checkpoint_key`` or ``idempotencyKey``)
     identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
-    guarded: str | None = None  # the repeat rule that catches its repeats across sessions (refuse, replay, confirm)
+    repeat_rule: str | None = None  # its tool's repeat rule (refuse, replay, confirm, allow); None without a policy
 
 
 class NoRepeat(NamedTuple):

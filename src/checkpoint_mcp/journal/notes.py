@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from typing import Any, Final, NamedTuple
 
 from checkpoint_mcp.journal.chain import Link
-from checkpoint_mcp.refusals import REPEAT_REFUSED
+from checkpoint_mcp.refusals import LIMIT_REACHED, REPEAT_REFUSED
 
-NOTED_KINDS: Final = frozenset({"repeat", "approval"})
+NOTED_KINDS: Final = frozenset({"repeat", "approval", "limit"})
 """Event kinds the views list as policy notes."""
 
 _ACTIONS: Final = {
@@ -74,6 +74,8 @@ def note_text(note: PolicyNote) -> str:
     ``approval #2 (send_email) at …: denied by alice@host-a: wrong customer``."""
     if note.kind == "approval":
         return _approval_text(note)
+    if note.kind == "limit":
+        return _limit_text(note)
     action = str(note.detail.get("action", ""))
     what = _ACTIONS.get(action, action)
     rule = note.detail.get("rule")
@@ -93,6 +95,25 @@ def _approval_text(note: PolicyNote) -> str:
     }
     what = _APPROVAL_ACTIONS[action].format(**told) if action in _APPROVAL_ACTIONS else action
     return f"approval #{note.detail.get('id', '?')} ({note.tool}) at {note.at}: {what}"
+
+
+def _limit_text(note: PolicyNote) -> str:
+    """``limit of send_email at …: refused (-31091), 3 ran in 1h; the next may run after … [tools.send_email]``."""
+    detail = note.detail
+    reason = detail.get("reason")
+    if reason == "limit":
+        limit: dict[str, Any] = detail["limit"] if isinstance(detail.get("limit"), dict) else {}
+        why = f"{detail.get('counted', '?')} ran, at most {limit.get('calls', '?')} per {limit.get('per', '?')}"
+    elif reason == "budget":
+        budget: dict[str, Any] = detail["budget"] if isinstance(detail.get("budget"), dict) else {}
+        why = (
+            f"{detail.get('spent', '?')} spent and {detail.get('amount', '?')} asked, at most {budget.get('max', '?')}"
+            f" at {budget.get('sum', '?')} per {budget.get('per', '?')}"
+        )
+    else:
+        why = "its amount could not be read"
+    after = f"; the next may run after {detail['runsAgainAfter']}" if "runsAgainAfter" in detail else ""
+    return f"limit of {note.tool} at {note.at}: refused ({LIMIT_REACHED}), {why}{after} [{detail.get('rule', '?')}]"
 
 
 def of_call(notes: Iterable[PolicyNote], seq: int) -> list[PolicyNote]:

@@ -13,7 +13,6 @@ from checkpoint_mcp.clock import iso_before
 from checkpoint_mcp.errors import UsageError, WorkflowOwned
 from checkpoint_mcp.journal import approval_audit, approval_report, audit, chain, report
 from checkpoint_mcp.journal.approval_rows import Approval
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import Journal, Resolution, ResolveAction, WorkflowSummary
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallRecord
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
@@ -82,7 +81,7 @@ def resolve(
 
 def approval_requests(journal: Journal, workflow: str | None = None) -> list[Approval]:
     """The approval requests of ``workflow`` (of every workflow if None), newest first."""
-    return journal.approvals(workflow) if isinstance(journal, ApprovalStore) else []
+    return journal.approvals.approvals(workflow)
 
 
 def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str | None = None) -> Approval:
@@ -92,9 +91,7 @@ def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str
     Raises:
         UsageError: no such request, or it is not pending (already decided, used or expired).
     """
-    if not isinstance(journal, ApprovalStore):
-        raise UsageError("this journal keeps no approval requests")
-    return journal.decide_approval(approval_id, grant, f"{getpass.getuser()}@{socket.gethostname()}", reason)
+    return journal.approvals.decide_approval(approval_id, grant, f"{getpass.getuser()}@{socket.gethostname()}", reason)
 
 
 def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], list[str]]:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.repeats import INSERT_CALL
-from checkpoint_mcp.journal.sql import EVENT, FINISH_CALL, Group
+from checkpoint_mcp.journal.rows import FINISH_CALL, INSERT_CALL
+from checkpoint_mcp.journal.sql import EVENT, Group
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +35,16 @@ ExecuteMany = Callable[[str, Sequence[Sequence[Any]]], None]
 
 INSERT_CALLS = (
     "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
-    " identity) SELECT w, s, t, a, g, 'PENDING', st, k, r, i FROM unnest(%b::text[], %b::bigint[], %b::text[],"
-    " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[]) AS u(w, s, t, a, g, st, k, r, i)"
+    " identity, repeat_rule) SELECT w, s, t, a, g, 'PENDING', st, k, r, i, rr FROM unnest(%b::text[], %b::bigint[],"
+    " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])"
+    " AS u(w, s, t, a, g, st, k, r, i, rr)"
 )
 """``INSERT_CALL`` for every row at once (its parameters, column by column)."""
 
 FINISH_CALLS = (
-    "UPDATE calls SET state = u.state, outcome = u.outcome, finished_at = u.at"
-    " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[]) AS u(state, outcome, at, w, s)"
+    "UPDATE calls SET state = u.state, outcome = u.outcome, finished_at = u.at, tool_error = u.e"
+    " FROM unnest(%b::text[], %b::text[], %b::text[], %b::int[], %b::text[], %b::bigint[])"
+    " AS u(state, outcome, at, e, w, s)"
     " WHERE calls.workflow_id = u.w AND calls.seq = u.s AND calls.state = 'PENDING'"
     " RETURNING calls.workflow_id, calls.seq"
 )
@@ -73,7 +75,7 @@ class Finishes:
         """Whether the finish with these parameters changed its call (it was still PENDING)."""
         if self._changed is None:
             self._changed = {(workflow, int(seq)) for workflow, seq in self._cursor.fetchall()}
-        return (params[3], params[4]) in self._changed
+        return (params[4], params[5]) in self._changed
 
 
 _FINISH_ONE = FINISH_CALL.replace("?", "%s")
@@ -99,7 +101,7 @@ def queue_groups(execute: Execute, execute_many: ExecuteMany, groups: list[Group
     pending: Pending = []
     for sql, rows, events in groups:
         if sql is FINISH_CALL:
-            if len(rows) >= ARRAY_ROWS and len({(params[3], params[4]) for params in rows}) == len(rows):
+            if len(rows) >= ARRAY_ROWS and len({(params[4], params[5]) for params in rows}) == len(rows):
                 finishes: Finishes | OneFinish = Finishes(execute, rows)
                 pending.extend((event, finishes, params) for params, event in zip(rows, events, strict=True) if event)
                 continue

@@ -36,11 +36,11 @@ from checkpoint_mcp.errors import (
 from checkpoint_mcp.journal import chain, pgwrites
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import start_chains
-from checkpoint_mcp.journal.repeats import signature_lock_key
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
+from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sequences import SequenceBlocks
-from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal
 
 try:
     import psycopg
@@ -69,6 +69,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _COMMON[4],
     5: _COMMON[5],
     6: _COMMON[6],
+    7: _COMMON[7],
 }
 """version -> statements that bring a journal from version-1 to version."""
 
@@ -91,6 +92,14 @@ def masked(url: str) -> str:
 def lock_key(root: str) -> int:
     """The advisory lock id of a workflow lineage: 64 bits of SHA-256, as a signed bigint."""
     return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big", signed=True)
+
+
+def turns_key(names: Sequence[str]) -> int:
+    """The advisory lock id of what ``names`` name (``take_turns``): 64 bits of SHA-256 of the names joined by
+    NUL, as a signed bigint. The first name says what kind of thing it is (``repeat``, ``approval``, ``metered``),
+    so two kinds never share a lock; a lineage's own lock (``lock_key``) hashes a single root id, never NUL-joined."""
+    digest = hashlib.sha256("\0".join(("turns", *names)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 _LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
@@ -148,6 +157,7 @@ class PostgresJournal(SqlJournal):
         """
         if psycopg is None:
             raise UsageError("a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'")
+        super().__init__()
         self._url = url
         self.audit_key = audit_key
         self.location = masked(url)
@@ -459,11 +469,11 @@ class PostgresJournal(SqlJournal):
         )
         self._conn.execute(_LOCK_WORKFLOW, (workflow,))
 
-    def lock_signature(self, root: str, signature: str) -> None:
-        """Wait for, then hold until the transaction ends, the advisory lock of ``signature`` in ``root``'s lineage:
-        replicas looking up the same new call take turns, each seeing what the one before committed (READ
-        COMMITTED: every statement after the lock reads a fresh snapshot)."""
-        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (signature_lock_key(root, signature),))
+    def take_turns(self, *names: str) -> None:
+        """Wait for, then hold until the transaction ends, the advisory lock of what ``names`` name: replicas
+        testing the same condition take turns, each seeing what the one before committed (READ COMMITTED: every
+        statement after the lock reads a fresh snapshot)."""
+        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (turns_key(names),))
 
     def errors(self, action: str) -> AbstractContextManager[None]:
         """Translate psycopg errors (credentials scrubbed)."""

@@ -37,6 +37,14 @@ class CallRecord(NamedTuple):
     key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
     replica: str | None = None  # the `checkpoint serve` replica that reserved it, while it may still be running
     identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
+    tool_error: bool = False  # COMPLETED with a result that is a tool error (``isError: true``): its work not done
+    repeat_rule: str | None = None  # its tool's repeat rule when it was reserved (None: no policy applied)
+
+    @property
+    def happened(self) -> bool:
+        """True when the call's side effect happened, as far as the upstream said: COMPLETED with a result that is
+        not a tool error. (A FAILED call, or one whose tool reported an error, did not do its work.)"""
+        return self.state is CallState.COMPLETED and not self.tool_error
 
     @property
     def redacted(self) -> bool:

@@ -1,20 +1,32 @@
-"""A row of the ``calls`` table: its columns as one SELECT list, and the ``CallRecord`` a row becomes."""
+"""A row of the ``calls`` table: its columns as one SELECT list, the ``CallRecord`` a row becomes, and the two
+statements every journaled call runs (its PENDING row, then its outcome)."""
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
 COLUMNS = (
     "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key,"
-    " replica_id, identity"
+    " replica_id, identity, tool_error, repeat_rule"
 )
 """Every column of ``calls``, in the order ``record`` reads them."""
+
+INSERT_CALL = (
+    "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
+    " identity, repeat_rule) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?)"
+)
+"""A PENDING row: (workflow, seq, tool, arguments, signature, started_at, key, replica, identity, repeat_rule)."""
+
+FINISH_CALL = (
+    "UPDATE calls SET state = ?, outcome = ?, finished_at = ?, tool_error = ?"
+    " WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
+)
+"""A PENDING row's outcome: (state, outcome, finished_at, tool_error, workflow, seq); nothing if no longer PENDING."""
 
 
 def record(row: Sequence[Any]) -> CallRecord:
@@ -32,23 +44,38 @@ def record(row: Sequence[Any]) -> CallRecord:
         key=row[9],
         replica=row[10],
         identity=row[11],
+        tool_error=bool(row[12]),
+        repeat_rule=row[13],
     )
 
 
-class Statements:
-    """What the SQL journal's mixins (``Settlements``, ``RepeatGuard``) need of ``SqlJournal``: its connection's
-    statements and transactions, and the hash chain's link step."""
+class Statements(Protocol):
+    """What the SQL journal's parts (``Settlements``, ``SqlApprovals``, ``Reserving``) hold of it: its connection's
+    statements and transactions, a way to take turns with other writers, and the hash chain's link step."""
 
     replica_id: str | None
 
-    @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (see ``SqlJournal.execute``)."""
+        ...
 
-    @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
         """A durable write transaction (see ``SqlJournal.transaction``)."""
+        ...
 
-    @abstractmethod
+    def reading(self) -> AbstractContextManager[None]:
+        """Translate driver errors raised by reads outside a transaction (see ``SqlJournal.reading``)."""
+        ...
+
+    def take_turns(self, *names: str) -> None:
+        """Make writers that name the same thing take turns, until the transaction ends (see
+        ``SqlJournal.take_turns``)."""
+        ...
+
     def link_txn(self, events: Sequence[Event]) -> None:
         """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""
+        ...
+
+    def replica_alive(self, replica_id: str) -> bool:
+        """True while the replica ``replica_id`` is alive (``Journal.replica_alive``)."""
+        ...

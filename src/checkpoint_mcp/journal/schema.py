@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -131,5 +131,39 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             )
             """,
             "CREATE INDEX approvals_by_call ON approvals (workflow_id, call_key, id)",
+        ),
+        7: (
+            # A call whose result is a tool error (``isError: true``): it ran, and said it did not do its work, so a
+            # later identical call does not repeat it (docs/policies.md). Rows journaled before this version are
+            # read from their stored result.
+            "ALTER TABLE calls ADD COLUMN tool_error INTEGER NOT NULL DEFAULT 0",
+            "UPDATE calls SET tool_error = 1 WHERE state = 'COMPLETED'"
+            " AND (outcome LIKE '%\"isError\":true%' OR outcome LIKE '%\"isError\": true%')",
+            # The repeat rule of the call's tool when it was reserved (refuse, replay, confirm, allow), NULL without
+            # a policy: whether a repeat of it in a later session is caught, which the resume brief tells.
+            "ALTER TABLE calls ADD COLUMN repeat_rule TEXT",
+            # The calls counted towards a tool policy's limit or budget, by scope (a workflow, the journal, a
+            # principal): written only for calls under a limit or budget, in the transaction that reserves them.
+            f"""
+            CREATE TABLE metered (
+                scope TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                at TEXT NOT NULL,
+                amount DOUBLE PRECISION NOT NULL,
+                workflow_id TEXT NOT NULL,
+                seq {big_integer} NOT NULL
+            )
+            """,
+            "CREATE INDEX metered_by_tool ON metered (scope, tool, at)",
+            # Every loss of the agent's memory the session-start hook saw (a new session, a clear, a compaction, a
+            # resume): a repeat of a call from before one is the resumed agent redoing it.
+            f"""
+            CREATE TABLE session_starts (
+                id {identity},
+                at TEXT NOT NULL,
+                source TEXT NOT NULL,
+                detail TEXT NOT NULL
+            )
+            """,
         ),
     }

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import audit, chain
-from checkpoint_mcp.journal.approvals import ApprovalStore
+from checkpoint_mcp.journal.approval_store import SqlApprovals
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Batch,
@@ -32,9 +32,11 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
 )
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
 from checkpoint_mcp.journal.records import CallRecord, CallState
-from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat, newest_repeat_txn
-from checkpoint_mcp.journal.rows import COLUMNS
+from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
+from checkpoint_mcp.journal.reserving import Reserving
+from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
 
@@ -52,9 +54,6 @@ class Cursor(Protocol):
 
 _INSERT_CALL = INSERT_CALL
 _DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
-FINISH_CALL = (
-    "UPDATE calls SET state = ?, outcome = ?, finished_at = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
-)
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -98,24 +97,7 @@ class _SqlUnit(UnitOfWork):
         self._branches.clear()
         for sql, params, _ in self._ops:
             if sql is _INSERT_CALL:
-                workflow, seq, tool, arguments, signature, now, key, replica, identity = params
-                record = CallRecord(
-                    workflow,
-                    seq,
-                    tool,
-                    arguments,
-                    signature,
-                    CallState.PENDING,
-                    None,
-                    now,
-                    None,
-                    key,
-                    replica,
-                    identity,
-                )
-                self._rows[(workflow, seq)] = record
-                if key is not None:
-                    self._keys[(workflow, key)] = record
+                self._remember(_pending_record(params))
             elif sql is _INSERT_BRANCH:
                 root = params[1]
                 self._branches[root] = self._branches.get(root, 0) + 1
@@ -167,36 +149,36 @@ class _SqlUnit(UnitOfWork):
             if event is not None and event.kind == "repeat" and (event.workflow, event.seq) == (workflow, seq):
                 detail = event.detail
                 return (json.loads(detail) if isinstance(detail, str) else dict(detail)), event.at
-        return newest_repeat_txn(self._one, workflow, seq)
+        return newest_repeat(self._one, workflow, seq)
 
-    def reserve(
-        self,
-        workflow: str,
-        seq: int,
-        tool: str,
-        arguments: str,
-        signature: str,
-        key: str | None = None,
-        identity: str | None = None,
-    ) -> None:
+    def reserve(self, workflow: str, seq: int, call: NewCall) -> None:
         now = utc_now()
-        replica = self._j.replica_id
-        detail = chain.reserved_detail(tool, arguments, signature, key, identity)
+        detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)
         event = Event(workflow, "reserved", seq, detail, now)
-        self._ops.append(
-            (_INSERT_CALL, (workflow, seq, tool, arguments, signature, now, key, replica, identity), event)
+        params = (
+            workflow,
+            seq,
+            call.tool,
+            call.arguments,
+            call.signature,
+            now,
+            call.key,
+            self._j.replica_id,
+            call.identity,
+            call.repeat_rule,
         )
-        record = CallRecord(
-            workflow, seq, tool, arguments, signature, CallState.PENDING, None, now, None, key, replica, identity
-        )
-        self._rows[(workflow, seq)] = record
-        if key is not None:
-            self._keys[(workflow, key)] = record
+        self._ops.append((_INSERT_CALL, params, event))
+        self._remember(_pending_record(params))
 
-    def finish(self, workflow: str, seq: int, state: CallState, outcome: str) -> None:
+    def _remember(self, record: CallRecord) -> None:
+        self._rows[(record.workflow, record.seq)] = record
+        if record.key is not None:
+            self._keys[(record.workflow, record.key)] = record
+
+    def finish(self, workflow: str, seq: int, state: CallState, outcome: str, tool_error: bool = False) -> None:
         now = utc_now()
         event = Event(workflow, state.value.lower(), seq, chain.finished_detail(outcome), now)
-        self._ops.append((FINISH_CALL, (state.value, outcome, now, workflow, seq), event))
+        self._ops.append((FINISH_CALL, (state.value, outcome, now, int(tool_error), workflow, seq), event))
 
     def disown(self, workflow: str, seq: int) -> None:
         self._ops.append((_DISOWN_CALL, (workflow, seq), None))
@@ -239,6 +221,26 @@ class _SqlUnit(UnitOfWork):
             self.settled(batch)
 
 
+def _pending_record(params: tuple[Any, ...]) -> CallRecord:
+    """The PENDING row an ``INSERT_CALL`` with ``params`` writes, as reads of the unit see it before the commit."""
+    workflow, seq, tool, arguments, signature, now, key, replica, identity, repeat_rule = params
+    return CallRecord(
+        workflow,
+        seq,
+        tool,
+        arguments,
+        signature,
+        CallState.PENDING,
+        None,
+        now,
+        None,
+        key,
+        replica,
+        identity,
+        repeat_rule=repeat_rule,
+    )
+
+
 def _newest(key: Any, layers: Sequence[Mapping[Any, CallRecord]]) -> CallRecord | None:
     """The row at ``key`` in the first layer that has one (the unit's own writes first, then its taken batches,
     newest first)."""
@@ -276,8 +278,45 @@ def grouped(ops: Sequence[Op]) -> list[Group]:
     return groups
 
 
-class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
-    """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
+class SqlJournal(Journal):
+    """Everything a journal does, in SQL both SQLite and PostgreSQL accept.
+
+    Its parts, each over the journal's own connection (``rows.Statements``): ``approvals`` (``SqlApprovals``), the
+    conditional reservation (``Reserving``) and the settlements of in-doubt calls (``Settlements``).
+    """
+
+    def __init__(self) -> None:
+        self.approvals = SqlApprovals(self)
+        self._reserving = Reserving(self)
+        self._settlements = Settlements(self)
+
+    def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
+        """See ``Journal.reserve`` (``reserving.py``)."""
+        return self._reserving.reserve(lineage, seq, call, conditions)
+
+    def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
+        """See ``Journal.take_in_doubt`` (``settlements.py``)."""
+        return self._settlements.take_in_doubt(workflow, seq)
+
+    def settle(
+        self,
+        workflow: str,
+        seq: int,
+        action: ResolveAction,
+        outcome: str | None,
+        by: str,
+        evidence: str,
+        *,
+        keep_row: bool = False,
+    ) -> bool:
+        """See ``Journal.settle`` (``settlements.py``)."""
+        return self._settlements.settle(workflow, seq, action, outcome, by, evidence, keep_row=keep_row)
+
+    def take_turns(self, *names: str) -> None:
+        """Make writers that name the same thing take turns, until the transaction ends (``rows.Statements``).
+
+        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
+        """
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:

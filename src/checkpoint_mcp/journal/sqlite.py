@@ -33,8 +33,9 @@ from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVer
 from checkpoint_mcp.journal import chain, owner_lock
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import Event, start_chains
+from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
-from checkpoint_mcp.journal.sql import FINISH_CALL, Cursor, Group, SqlJournal, merged
+from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal, merged
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -184,6 +185,7 @@ class SqliteJournal(SqlJournal):
             JournalCorrupt: the file is not a Checkpoint journal.
             JournalVersionError: the file was written by a newer Checkpoint (``create=False``: or an older one).
         """
+        super().__init__()
         self.path = os.path.abspath(os.path.expanduser(path))
         self.audit_key = audit_key
         self.location = self.path

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.intercept.policy import Policy, ToolRule
-from checkpoint_mcp.intercept.settle import (
+from checkpoint_mcp.intercept.settle_rules import (
     Finding,
     PointerError,
     Verdict,

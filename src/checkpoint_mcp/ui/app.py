@@ -27,7 +27,6 @@ from starlette.routing import Route
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import operations
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.ui import approval_list, pages, views
 from checkpoint_mcp.ui.security import (
@@ -273,19 +272,8 @@ async def _decided_notice(request: Request) -> str:
     decided = request.query_params.get("decided")
     if decided is None or not decided.isdigit():
         return ""
-    found = await _access(request).run(lambda j: _store(j).approval(int(decided)))
+    found = await _access(request).run(lambda j: j.approvals.approval(int(decided)))
     return approval_list.decision_notice(found) if found is not None else ""
-
-
-def _store(journal: Journal) -> ApprovalStore:
-    """The journal's approval requests.
-
-    Raises:
-        UsageError: a journal that keeps none (never one that Checkpoint opens).
-    """
-    if not isinstance(journal, ApprovalStore):
-        raise UsageError(f"the journal {journal.location} keeps no approval requests")
-    return journal
 
 
 async def decide(request: Request) -> Response:
@@ -305,7 +293,7 @@ async def decide(request: Request) -> Response:
         grant = decision == "approve"
         by = getpass.getuser()
         await _access(request).run(
-            lambda j: _store(j).decide_approval(int(number), grant, by, None if grant else reason)
+            lambda j: j.approvals.decide_approval(int(number), grant, by, None if grant else reason)
         )
     except UsageError as exc:
         # Unknown, already decided, used or expired: the list again, saying why (nothing was written).

@@ -14,7 +14,6 @@ from checkpoint_mcp.difference import json_difference
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.journal import operations
 from checkpoint_mcp.journal.approval_rows import Approval, ApprovalState
-from checkpoint_mcp.journal.approvals import ApprovalStore
 from checkpoint_mcp.journal.base import Journal, Resolution, WorkflowSummary
 from checkpoint_mcp.journal.notes import PolicyNote, policy_notes
 from checkpoint_mcp.journal.records import CallRecord, CallState
@@ -141,9 +140,7 @@ def overview(journal: Journal) -> Overview:
 
 def approvals(journal: Journal, workflow: str | None = None) -> list[Approval]:
     """The approval requests (of ``workflow``, where given): pending ones first, then the rest; newest first."""
-    if not isinstance(journal, ApprovalStore):  # every journal Checkpoint opens keeps them; a stand-in may not
-        return []
-    found = journal.approvals(workflow)
+    found = journal.approvals.approvals(workflow)
     return sorted(found, key=lambda a: a.state is not ApprovalState.PENDING)  # stable: newest first in each
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from checkpoint_mcp.intercept.settle import idempotency_key
+from checkpoint_mcp.intercept.settle_rules import idempotency_key
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.records import CallState
 from gatewayproc import GatewayProcess, initialize, request

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.clock import seconds_since
-from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
+from checkpoint_mcp.intercept.policy.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.wire import dumps, set_member
 
 SETTLED_META = "checkpoint/settled"
@@ -94,12 +94,6 @@ class SettleRule(Protocol):
     def idempotent(self) -> bool: ...
 
 
-class Policy(Protocol):
-    """A loaded policy file: the rule that applies to each tool."""
-
-    def rule_for(self, tool: str) -> SettleRule: ...
-
-
 def can_settle(rule: SettleRule | None) -> bool:
     """True when ``rule`` declares a way to settle an in-doubt call of its tool."""
     return rule is not None and (rule.probe is not None or rule.idempotency is not None or rule.idempotent)
@@ -133,14 +127,6 @@ def with_key_argument(line: bytes, argument: str, key: str) -> bytes:
     newline = "\n" if text.endswith("\n") else ""
     edited = set_member(text.rstrip("\r\n"), ("params", "arguments", argument), dumps(key))
     return (edited + newline).encode()
-
-
-def keyed_line(policy: Policy | None, line: bytes, tool: str, workflow: str, seq: int, agent_key: str | None) -> bytes:
-    """The tools/call ``line`` with the idempotency key its tool's policy asks for (the one edit a policy makes)."""
-    idempotency = policy.rule_for(tool).idempotency if policy is not None else None
-    if idempotency is None or idempotency.argument is None:
-        return line
-    return with_key_argument(line, idempotency.argument, idempotency_key(workflow, seq, agent_key))
 
 
 # ---- probes -------------------------------------------------------------------------------------------------

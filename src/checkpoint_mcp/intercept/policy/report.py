@@ -8,7 +8,7 @@ from typing import Any
 
 from checkpoint_mcp.clock import duration_text
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.intercept.policy import Policy, Repeat, ToolRule
+from checkpoint_mcp.intercept.policy.rules import Policy, Repeat, ToolRule, WithinSession
 
 
 def tools_from_json(text: str) -> list[dict[str, Any]]:
@@ -51,22 +51,7 @@ def effective_rules(
 
 def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> dict[str, Any]:
     journaled = rule.journal and not (trust_annotations and hinted)
-    if not rule.journal:
-        journal_why = "journal = false"
-    elif not journaled:
-        journal_why = "readOnlyHint and --trust-annotations"
-    else:
-        journal_why = "journaled"
-    if not journaled:
-        repeat = "never a repeat (not journaled)"
-    elif rule.read_only:
-        repeat = "never a repeat (read_only = true)"
-    elif hinted:
-        repeat = "never a repeat (readOnlyHint)"
-    elif rule.idempotent:
-        repeat = "repeat allow (idempotent: an in-doubt call is sent again as is)"
-    else:
-        repeat = f"repeat {rule.repeat.value}"
+    journal_why, repeat = _journal_and_repeat(rule, journaled, hinted)
     row: dict[str, Any] = {
         "tool": name,
         "rule": rule.source,
@@ -87,8 +72,17 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         # Who approves each call before it runs (operator | elicit), and how long a grant stays usable (once).
         "approve": rule.approve.value if journaled and rule.approve is not None else None,
         "approvalExpiresSeconds": rule.approval_seconds if journaled and rule.approve is not None else None,
+        # What a repeat of a call that happened gets: within one unbroken session, and across a loss of memory (a
+        # new session, a clear, a compaction): "runs", or the repeat rule ("refused", "replayed", "confirm").
+        "withinSession": None,
+        "acrossSessions": None,
+        # At most so many calls per window; the amounts at a pointer per window (None: none).
+        "limit": None,
+        "budget": None,
     }
     catches = journaled and rule.catches_repeats and not hinted
+    if journaled and not hinted:
+        row.update(_repeats_and_limits(rule))
     if catches and rule.identity is not None:
         row["identity"] = rule.identity.describe()
     if catches and rule.repeat is Repeat.CONFIRM:
@@ -124,6 +118,23 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         if row["identity"] is not None:
             repeat += f", same call by {row['identity']}"
         lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
+        if row["acrossSessions"] is not None and row["acrossSessions"] != "runs":
+            lines.append(
+                f"{'':<{width}}  a repeat in the same session {row['withinSession']}; "
+                f"in a new session (or after a clear or compaction) {row['acrossSessions']}"
+            )
+        if row["limit"] is not None:
+            limit = row["limit"]
+            lines.append(
+                f"{'':<{width}}  limit: at most {limit['calls']} call(s) per {duration_text(limit['perSeconds'])}, "
+                f"counted {_SCOPES[limit['scope']]}"
+            )
+        if row["budget"] is not None:
+            budget = row["budget"]
+            lines.append(
+                f"{'':<{width}}  budget: the numbers at {budget['sum']} add up to at most {budget['max']:g} per "
+                f"{duration_text(budget['perSeconds'])}, counted {_SCOPES[budget['scope']]}"
+            )
         if row["approve"] is not None:
             asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
             lines.append(
@@ -142,6 +153,51 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
             ((kind, target),) = row["idempotency"].items()
             lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
     return "\n".join(lines)
+
+
+def _journal_and_repeat(rule: ToolRule, journaled: bool, hinted: bool) -> tuple[str, str]:
+    """Why a tool is journaled or not, and what its rule makes of a repeat, in words."""
+    if not rule.journal:
+        journal_why = "journal = false"
+    elif not journaled:
+        journal_why = "readOnlyHint and --trust-annotations"
+    else:
+        journal_why = "journaled"
+    if not journaled:
+        return journal_why, "never a repeat (not journaled)"
+    if rule.read_only:
+        return journal_why, "never a repeat (read_only = true)"
+    if hinted:
+        return journal_why, "never a repeat (readOnlyHint)"
+    if rule.idempotent:
+        return journal_why, "repeat allow (idempotent: an in-doubt call is sent again as is)"
+    return journal_why, f"repeat {rule.repeat.value}"
+
+
+def _repeats_and_limits(rule: ToolRule) -> dict[str, Any]:
+    """What a journaled tool's repeats get within a session and across sessions, and its limit and budget."""
+    row: dict[str, Any] = {}
+    if not rule.read_only:
+        caught = rule.repeat is not Repeat.ALLOW and not rule.idempotent
+        across = _CAUGHT[rule.repeat] if caught else "runs"
+        row["acrossSessions"] = across
+        row["withinSession"] = "runs" if rule.within_session is WithinSession.RUN or not caught else across
+    if rule.limit is not None:
+        limit = rule.limit
+        row["limit"] = {"calls": limit.calls, "perSeconds": limit.per_seconds, "scope": limit.scope.value}
+    if rule.budget is not None:
+        budget = rule.budget
+        row["budget"] = {
+            "sum": budget.pointer,
+            "max": budget.most,
+            "perSeconds": budget.per_seconds,
+            "scope": budget.scope.value,
+        }
+    return row
+
+
+_CAUGHT = {Repeat.REFUSE: "is refused", Repeat.REPLAY: "is replayed", Repeat.CONFIRM: "asks for a confirmation"}
+_SCOPES = {"workflow": "per workflow", "journal": "over every workflow of the journal", "principal": "per principal"}
 
 
 def _arguments(arguments: Mapping[str, str]) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.intercept.pointer import MISSING, PointerError, parse_pointer, resolve
+from checkpoint_mcp.intercept.policy.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.signature import canonical_json
 
 NORMALIZATIONS: Final = ("trim", "space", "case")

@@ -1,6 +1,6 @@
 """The interceptor's side of settling an in-doubt call met again: take the row, probe or re-send, conclude.
 
-``settle.py`` says what a probe proved; this module carries it out for one proxy: it takes the in-doubt row
+``settle_rules.py`` says what a probe proved; this module carries it out for one proxy: it takes the in-doubt row
 (``Journal.take_in_doubt``, so that no other replica settles it at the same time), sends the probe or the call
 again under its idempotency key, and, when the probe answers (or does not in time), records the settlement and
 says what the client gets. Journal writes here are their own durable transactions: a settlement is recorded
@@ -13,8 +13,10 @@ import logging
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
-from checkpoint_mcp.intercept.calls import CallJournal, Claimed, Unsettled
-from checkpoint_mcp.intercept.settle import (
+from checkpoint_mcp.intercept.answers import replay_line
+from checkpoint_mcp.intercept.decision.verdicts import Claimed, Settle
+from checkpoint_mcp.intercept.decision.workflow import Workflow
+from checkpoint_mcp.intercept.settle_rules import (
     Finding,
     PointerError,
     Probe,
@@ -53,7 +55,7 @@ class Ask(NamedTuple):
     pending: PendingProbe
 
 
-class Answer(NamedTuple):
+class Reply(NamedTuple):
     """Answer the client with ``line`` (a replay of the settled call, or the in-doubt refusal)."""
 
     line: bytes
@@ -64,7 +66,7 @@ class PendingProbe(NamedTuple):
 
     ident: Any  # the client's request id
     line: bytes  # the client's request, as it came
-    unsettled: Unsettled
+    unsettled: Settle
     claimed: Claimed
     probe: Probe
     arguments: dict[str, Any]
@@ -73,15 +75,15 @@ class PendingProbe(NamedTuple):
 class Settler:
     """Settles the in-doubt calls one interceptor meets."""
 
-    def __init__(self, journal: Journal, calls: CallJournal, redact_args: bool = False) -> None:
+    def __init__(self, journal: Journal, calls: Workflow, redact_args: bool = False) -> None:
         """``redact_args``: --redact-args-in-journal; what a probe was asked is not journaled either."""
         self._journal = journal
         self._calls = calls
         self._redact = redact_args
 
     def begin(
-        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled, *, probe_read_only: bool
-    ) -> Forward | Ask | Answer:
+        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Settle, *, probe_read_only: bool
+    ) -> Forward | Ask | Reply:
         """Start settling the call ``line`` met as ``unsettled``: probe it, send it again under its key, or refuse.
 
         ``probe_read_only``: the probe's tool is known to be read-only (declared ``read_only`` in the policy, or
@@ -92,7 +94,7 @@ class Settler:
         """
         record = self._journal.take_in_doubt(unsettled.record.workflow, unsettled.record.seq)
         if record is None:
-            return Answer(error_line(ident, unsettled.refusal.to_error()))
+            return Reply(error_line(ident, unsettled.refusal.to_error()))
         claimed = self._calls.settling(record)
         rule = unsettled.rule
         if rule.idempotent:
@@ -111,8 +113,8 @@ class Settler:
         return self._unsettled(ident, unsettled, claimed, None)
 
     def _ask(
-        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Unsettled, claimed: Claimed, probe: Probe
-    ) -> Ask | Answer:
+        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Settle, claimed: Claimed, probe: Probe
+    ) -> Ask | Reply:
         arguments: dict[str, Any] = params.get("arguments") or {}
         try:
             built = probe_arguments(probe, arguments)
@@ -125,8 +127,8 @@ class Settler:
         return Ask(probe_request(probe_id, probe, built, meta), probe_id, probe.timeout, pending)
 
     def _resend(
-        self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed, argument: str | None, header: str | None
-    ) -> Forward | Answer:
+        self, ident: Any, line: bytes, unsettled: Settle, claimed: Claimed, argument: str | None, header: str | None
+    ) -> Forward | Reply:
         """Send the in-doubt call again under its key: in ``argument``, or in the HTTP ``header`` the remote
         upstream adds to the forwarded call (``Interceptor.upstream_headers``), the client's bytes unchanged."""
         record = unsettled.record
@@ -139,7 +141,7 @@ class Settler:
         logger.info("call #%d (%s) was in doubt: sent again under its idempotency key", record.seq, record.tool)
         return Forward(with_key_argument(line, argument, key) if argument is not None else line, claimed)
 
-    def _resend_as_is(self, ident: Any, line: bytes, unsettled: Unsettled, claimed: Claimed) -> Forward | Answer:
+    def _resend_as_is(self, ident: Any, line: bytes, unsettled: Settle, claimed: Claimed) -> Forward | Reply:
         """An idempotent tool's in-doubt call: the server promises running it again changes nothing more, so it
         is sent again as the client sent it; the settlement is recorded first (the audit chain says by whom)."""
         record = unsettled.record
@@ -151,12 +153,12 @@ class Settler:
         logger.info("call #%d (%s) was in doubt: sent again as is (idempotent)", record.seq, record.tool)
         return Forward(line, claimed)
 
-    def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answer:
+    def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Reply:
         """The probe answered: settle the call by its verdict."""
         started = pending.unsettled.record.started_at
         return self.conclude(pending, judge(pending.probe, pending.arguments, response, started))
 
-    def conclude(self, pending: PendingProbe, finding: Finding) -> Forward | Answer:
+    def conclude(self, pending: PendingProbe, finding: Finding) -> Forward | Reply:
         """Record what ``finding`` proved and say what the waiting call gets; never raises for the journal."""
         record, claimed = pending.unsettled.record, pending.claimed
         by = f"probe {finding.probe}"
@@ -170,7 +172,7 @@ class Settler:
                     self._calls.finished(claimed)
                     logger.info("call #%d (%s) was in doubt: the %s showed it ran", record.seq, record.tool, by)
                     settled = record._replace(state=CallState.COMPLETED, outcome=outcome)
-                    return Answer(self._calls.replay_of(pending.ident, settled))
+                    return Reply(replay_line(pending.ident, settled))
             elif finding.verdict is Verdict.NOT_HAPPENED and self._journal.settle(
                 record.workflow, record.seq, ResolveAction.RELEASED, None, by, dumps(finding.evidence()), keep_row=True
             ):
@@ -185,7 +187,7 @@ class Settler:
             logger.error("could not record the settlement of call #%d: %s", record.seq, exc)
         return self._unsettled(pending.ident, pending.unsettled, claimed, finding)
 
-    def _unsettled(self, ident: Any, unsettled: Unsettled, claimed: Claimed, finding: Finding | None) -> Answer:
+    def _unsettled(self, ident: Any, unsettled: Settle, claimed: Claimed, finding: Finding | None) -> Reply:
         """The call stays in doubt: give the row back and refuse, saying what was tried."""
         self._calls.finished(claimed)
         if self._journal.replica_id is not None:
@@ -202,4 +204,4 @@ class Settler:
             )
             error["message"] += f" (the probe {finding.probe} could not settle it: {finding.reason})"
             error["data"] = {**error.get("data", {}), "settlement": finding.evidence()}
-        return Answer(error_line(ident, error))
+        return Reply(error_line(ident, error))

@@ -1,0 +1,111 @@
+"""What the checks know of a call's situation: the journal as the call's unit of work sees it, and what this
+process knows of the workflow's calls.
+
+A check does no I/O of its own: what it reads of the journal it reads here, once (each read is made when a check
+first asks for it, and kept), and what it wants written it returns (a verdict, a requirement, a note). The place
+(where the call goes, and the row there) is read before the first check.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from checkpoint_mcp.clock import iso_before
+from checkpoint_mcp.intercept.decision.call import Call
+from checkpoint_mcp.intercept.policy import BUILT_IN, Policy, ToolRule
+from checkpoint_mcp.journal.base import UnitOfWork
+from checkpoint_mcp.journal.records import CallRecord
+from checkpoint_mcp.journal.report import operator_commands
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.intercept.decision.workflow import Place, Workflow
+
+
+class Facts:
+    """One call's situation, read lazily and once."""
+
+    def __init__(
+        self,
+        call: Call,
+        workflow: Workflow,
+        unit: UnitOfWork,
+        policy: Policy | None,
+        *,
+        on_divergence: str = "strict",
+        redact: bool = False,
+    ) -> None:
+        """Read where ``call`` goes (``Workflow.place``).
+
+        Raises:
+            InvalidCallParams: its key and sequence disagree, or no sequence is left.
+            JournalError: the journal could not be read.
+        """
+        self.call = call
+        self.workflow = workflow
+        self.unit = unit
+        self.policy = policy
+        self.on_divergence = on_divergence
+        self.redact = redact  # --redact-args-in-journal: arguments are not journaled, so not shown either
+        self.place: Place = workflow.place(call, unit)
+
+    @property
+    def location(self) -> str:
+        """The journal, as operator commands name it."""
+        return self.workflow.journal.location
+
+    @property
+    def join_timeout(self) -> float | None:
+        """How long a call matching one in flight waits for it (None: joins are off, it is refused)."""
+        return self.workflow.join_timeout
+
+    @property
+    def shared(self) -> bool:
+        """True where replicas share the journal: what a check read must be tested again as the call is reserved."""
+        return self.workflow.shared
+
+    def commands(self, workflow: str, seq: int) -> dict[str, str]:
+        """The operator commands that show and resolve call ``seq`` of ``workflow``."""
+        return operator_commands(self.location, workflow, seq)
+
+    def rule_for(self, tool: str) -> ToolRule:
+        """Another tool's rule (an in-doubt call met at this call's place may be of another tool)."""
+        return self.policy.rule_for(tool) if self.policy is not None else BUILT_IN
+
+    def running(self, workflow: str, seq: int) -> str | None:
+        """The signature of the call running here at ``seq`` of ``workflow``, reserved and not finished (no row may
+        show it yet: another gateway session's unit of work has not committed it), or None."""
+        return self.workflow.running.get((workflow, seq))
+
+    def running_alike(self) -> tuple[str, int] | None:
+        """A call running here, of this lineage, with this call's signature (reserved and not yet committed), if any."""
+        workflows = {branch.workflow for branch in self.place.lineage.branches}
+        for (workflow, seq), signature in self.workflow.running.items():
+            if signature == self.call.signature and workflow in workflows:
+                return workflow, seq
+        return None
+
+    def replica_alive(self, replica: str) -> bool:
+        """True while the gateway replica ``replica`` is alive (this process is never another replica)."""
+        journal = self.workflow.journal
+        return replica != journal.replica_id and journal.replica_alive(replica)
+
+    @cached_property
+    def since(self) -> str:
+        """The start of the window in which this call's rule looks for a repeat."""
+        return iso_before(self.call.rule.window_seconds)
+
+    @cached_property
+    def repeat(self) -> CallRecord | None:
+        """The journaled call this call repeats by its content within its rule's window (the one that decides:
+        ``UnitOfWork.read_signature``), or None."""
+        call = self.call
+        return self.unit.read_signature(self.place.lineage, call.signature, self.since, call.identity)
+
+    def newest_repeat(self, found: CallRecord) -> tuple[dict[str, Any], str] | None:
+        """The detail and time of the newest ``repeat`` event of ``found``: whether a refusal awaits confirmation."""
+        return self.unit.newest_repeat(found.workflow, found.seq)
+
+    def fork(self, record: CallRecord) -> None:
+        """The call diverged from ``record`` under ``--on-divergence fork``: it goes to a new branch from there."""
+        self.place = self.workflow.fork(self.unit, record.seq)

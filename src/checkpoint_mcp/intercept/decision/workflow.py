@@ -1,0 +1,241 @@
+"""What one process knows of a workflow's calls, shared by every interceptor that journals to it.
+
+Where new calls go (the lineage, which a fork moves to a new branch, and the cursor that gives a call without a
+sequence its own), which calls run here (reserved and not yet finished: no row shows a call another gateway
+session reserved until its unit commits), and which 2026-07-28 calls await their client's input. The decision
+(``decision/``) reads it through ``Facts``; the interceptor changes it as calls are reserved, answered and
+committed. A gateway's sessions of one workflow share one ``Workflow``, so their calls take distinct sequences
+and see each other in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, NamedTuple
+
+from checkpoint_mcp.errors import JournalError
+from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
+from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
+from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
+from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
+from checkpoint_mcp.journal.records import CallRecord, CallState
+from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed
+from checkpoint_mcp.wire import dumps
+
+logger = logging.getLogger(__name__)
+
+
+class Place(NamedTuple):
+    """Where a call goes: its sequence in the lineage, and the row that counts there."""
+
+    lineage: Lineage
+    seq: int
+    row: CallRecord | None  # by the call's key, or at its sequence
+
+    @property
+    def collected(self) -> bool:
+        """True when no row counts here because `checkpoint journal gc` removed finished rows up to here."""
+        return self.row is None and self.seq <= self.lineage.branch_at(self.seq).collected_through
+
+
+class AwaitingInput(NamedTuple):
+    """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
+
+    claimed: Claimed
+    request_state: str | None
+
+
+class Workflow:
+    """Sequences, calls in flight and calls awaiting input of one workflow, in one process."""
+
+    def __init__(
+        self, journal: Journal, lineage: Lineage, *, replay_from_start: bool = False, join_timeout: float | None = None
+    ) -> None:
+        """``join_timeout``: a call matching one in flight here (same sequence or key, same signature) joins it for
+        up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy)."""
+        self.journal = journal
+        self.join_timeout = join_timeout
+        self._lineage = lineage
+        self._committed_lineage = lineage
+        # Rows above the clients' range (written by an older Checkpoint, which accepted any 64-bit sequence)
+        # do not move the cursor: it keeps 2**63 - 2**53 sequences of room.
+        highest = journal.max_seq(lineage, upto=MAX_HINT_SEQ)
+        self._cursor = 1 if replay_from_start else highest + 1
+        # Sequences from here on hold no row: a call the cursor places there needs no read. (Calls that name their
+        # sequence push the cursor past it, so the cursor never revisits one this process used.)
+        self._fresh_from = highest + 1
+        self.awaiting: list[AwaitingInput] = []
+        self.running: dict[tuple[str, int], str] = {}  # (workflow, seq) -> signature, until its outcome commits
+
+    @property
+    def lineage(self) -> Lineage:
+        """Where new calls are journaled."""
+        return self._lineage
+
+    @property
+    def cursor(self) -> int:
+        """The sequence the next call without one of its own will take."""
+        return self._cursor
+
+    @property
+    def shared(self) -> bool:
+        """True where replicas share the journal and this workflow's lineage is committed: a decision that read the
+        journal must be tested again inside the reservation (another replica may have written meanwhile)."""
+        return self.journal.replica_id is not None and self._lineage == self._committed_lineage
+
+    # ---- placing ----------------------------------------------------------------------------------------------
+
+    def place(self, call: Call, unit: UnitOfWork) -> Place:
+        """Where ``call`` goes: its key's row, its sequence, or a fresh one (the cursor's next, taken only if the call
+        is reserved; replicas take one from the workflow's shared counter), and the row that counts there.
+
+        Raises:
+            InvalidCallParams: the key is journaled at another sequence than the one named, or no sequence is left.
+            JournalError: the journal could not be read.
+        """
+        lineage = self._lineage
+        if call.key is not None:
+            record = unit.read_key(lineage, call.key)
+            if record is not None:
+                if call.seq is not None and call.seq != record.seq:
+                    journaled = f"is journaled at sequence {record.seq}, not {call.seq}"
+                    raise InvalidCallParams(
+                        f"invalid params: {KEY_META} {call.key!r} {journaled}",
+                        {"reason": "key_sequence_mismatch", "key": call.key, "seq": record.seq, "received": call.seq},
+                    )
+                self._cursor = max(self._cursor, record.seq + 1)
+                return Place(lineage, record.seq, record)
+        if call.seq is not None:
+            self._cursor = max(self._cursor, call.seq + 1)
+            return Place(lineage, call.seq, unit.read(lineage, call.seq))
+        shared = self.journal.allocate_seq(lineage.head)  # replicas share a counter; None: the cursor decides
+        if shared is not None:
+            return Place(lineage, shared, None)
+        seq = self._cursor
+        if seq > MAX_SEQ:
+            raise InvalidCallParams(
+                f"invalid params: workflow {lineage.head!r} has used every sequence up to {MAX_SEQ}; "
+                f"name one with _meta.{SEQ_META}",
+                {"reason": "sequences_exhausted"},
+            )
+        record = unit.read(lineage, seq) if seq < self._fresh_from or seq > MAX_HINT_SEQ else None
+        if record is not None:
+            self._cursor = seq + 1  # a journaled step, replayed or refused: the next call takes the next one
+        return Place(lineage, seq, record)
+
+    def fork(self, unit: UnitOfWork, seq: int) -> Place:
+        """Start a branch of the lineage at ``seq`` (created when ``unit`` commits); where the call goes now."""
+        parent = self._lineage
+        self._lineage = unit.fork(parent, seq)
+        self._cursor = seq + 1  # the branch's history ends with this call
+        self._fresh_from = seq + 1
+        logger.warning(
+            "call #%d diverged from workflow %r: continuing on the new branch %r", seq, parent.head, self.head
+        )
+        return Place(self._lineage, seq, None)
+
+    @property
+    def head(self) -> str:
+        """The workflow new calls are written to."""
+        return self._lineage.head
+
+    # ---- reserving --------------------------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        call: Call,
+        place: Place,
+        stored: str,
+        conditions: list[Condition],
+        notes: list[Note],
+        unit: UnitOfWork,
+    ) -> Claimed | Unmet:
+        """Reserve ``call`` at ``place`` (its arguments journaled as ``stored``): in ``unit`` when nothing is to be
+        tested, else durably now under ``conditions`` (``Journal.reserve``); ``notes`` go with it.
+
+        Raises:
+            JournalError: the journal could not be read or written (nothing was reserved).
+        """
+        new = NewCall(call.name, stored, call.signature, call.key, call.identity, _repeat_rule(call))
+        workflow, seq = place.lineage.head, place.seq
+        durable, approval = False, None
+        if conditions:
+            reserved = self.journal.reserve(place.lineage, seq, new, conditions)
+            if isinstance(reserved, Unmet):
+                return reserved
+            assert isinstance(reserved, Reserved)
+            durable, approval = True, reserved.approval
+            if approval is not None:
+                logger.info("call %s runs on approval #%d of %r", call.name, approval, workflow)
+        else:
+            unit.reserve(workflow, seq, new)
+        for note in notes:
+            unit.record_event(note.workflow, note.kind, note.seq, note.detail)
+        self._cursor = max(self._cursor, seq + 1)
+        self.running[(workflow, seq)] = call.signature
+        return Claimed(workflow, seq, call.name, call.signature, key=call.key, durable=durable, approval=approval)
+
+    def settling(self, record: CallRecord) -> Claimed:
+        """The in-doubt call ``record`` is being settled by this process: in flight here until ``finished``."""
+        self.running[(record.workflow, record.seq)] = record.signature
+        return Claimed(record.workflow, record.seq, record.tool, record.signature, continued=True, key=record.key)
+
+    def awaiting_input(self, claimed: Claimed, request_state: Any) -> None:
+        """The call answered ``input_required``: its row stays PENDING until the client's retry completes it."""
+        self.awaiting.append(AwaitingInput(claimed, request_state if isinstance(request_state, str) else None))
+
+    def continued(self, awaiting: AwaitingInput) -> Claimed:
+        """The retry of ``awaiting`` goes on: the same journal entry, no longer awaiting."""
+        self.awaiting.remove(awaiting)
+        return awaiting.claimed._replace(continued=True)
+
+    def finished(self, claimed: Claimed) -> None:
+        """The call is no longer running in this process (its outcome, if any, is committed)."""
+        self.running.pop((claimed.workflow, claimed.seq), None)
+
+    # ---- the unit of work's fate --------------------------------------------------------------------------------
+
+    def savepoint(self) -> tuple[Any, ...]:
+        """What ``restore`` needs to undo the claims made from here on (before their unit commits)."""
+        return (self._lineage, self._cursor, self._fresh_from, self.awaiting[:] if self.awaiting else None)
+
+    def restore(self, savepoint: tuple[Any, ...], claimed: Claimed | None) -> None:
+        """Undo what happened since ``savepoint``: a line whose routing failed must not touch its neighbours."""
+        self._lineage, self._cursor, self._fresh_from, awaiting = savepoint
+        self.awaiting = awaiting or []
+        if claimed is not None and not claimed.continued:
+            self.running.pop((claimed.workflow, claimed.seq), None)
+            self._withdraw(claimed)
+
+    def committed(self, lineage: Lineage | None = None) -> None:
+        """The unit of work committed: its branch (if it forked) is now where calls go. ``lineage``: where calls
+        went when its batch was taken (a later batch, still uncommitted, may have forked since)."""
+        self._committed_lineage = lineage if lineage is not None else self._lineage
+
+    def rolled_back(self, claims: list[Claimed]) -> None:
+        """The unit of work failed: forget its reservations and any branch it started."""
+        self._lineage = self._committed_lineage
+        for claimed in claims:
+            self.running.pop((claimed.workflow, claimed.seq), None)
+            self._withdraw(claimed)
+
+    def _withdraw(self, claimed: Claimed) -> None:
+        """A call reserved durably at claim whose unit of work then failed was never sent: its row becomes FAILED
+        (the upstream never saw it), where the journal can still be written; else it stays PENDING, in doubt."""
+        if not claimed.durable:
+            return
+        unit = self.journal.unit()
+        refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause="not sent")
+        unit.finish(claimed.workflow, claimed.seq, CallState.FAILED, dumps(refusal.to_error()))
+        with contextlib.suppress(JournalError):
+            unit.commit()
+
+
+def _repeat_rule(call: Call) -> str | None:
+    """What the journal keeps of the call's repeat rule (``NewCall.repeat_rule``): the rule's repeat, where a
+    policy gave one (``allow`` for an idempotent tool, whose repeats run); None without a policy."""
+    rule = call.rule
+    if rule.source == "built-in":
+        return None
+    return "allow" if rule.idempotent else rule.repeat.value

@@ -44,7 +44,8 @@ SQLITE = '`python -c "import sqlite3"`'
 WRITE_CODE = """
 import json, sys
 from checkpoint_mcp.journal import open_journal
-from checkpoint_mcp.journal.base import CallState
+from checkpoint_mcp.journal.conditions import NewCall
+from checkpoint_mcp.journal.records import CallState
 path, workflow, start, count, pending = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 journal = open_journal(path)
 lineage = journal.lineage(workflow)
@@ -53,7 +54,7 @@ unit = journal.unit()
 for seq in range(start, start + count):
     tool = "send_email" if seq % 3 else "charge_card"
     arguments = json.dumps({"to": f"user{seq}@example.com", "subject": f"Your invoice number {seq}"})
-    unit.reserve(workflow, seq, tool, arguments, f"{seq:064x}")
+    unit.reserve(workflow, seq, NewCall(tool, arguments, f"{seq:064x}"))
     if not (pending == "last" and seq == start + count - 1):
         result = {"content": [{"type": "text", "text": f"sent {seq}"}]}
         unit.finish(workflow, seq, CallState.COMPLETED, json.dumps(result))

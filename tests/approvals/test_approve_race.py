@@ -69,7 +69,7 @@ def test_two_approvals_of_one_request_at_once_one_wins_the_other_is_refused(pg_u
     assert "meanwhile: it cannot be decided again" in loser
     journal = open_journal(pg_url)
     try:
-        decided = journal.approval(number)
+        decided = journal.approvals.approval(number)
         workflow = default_workflow_id(pg_url)
         actions = [json.loads(link.detail)["action"] for link in journal.links(workflow) if link.kind == "approval"]
     finally:

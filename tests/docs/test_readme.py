@@ -24,12 +24,12 @@ def error_table() -> str:
     return "\n".join(lines)
 
 
-def test_the_readme_error_table_is_the_code_table_of_errors_py() -> None:
+def test_the_readme_error_table_is_the_code_table_of_refusals_py() -> None:
     block = README.split("<!-- error-codes:start -->")[1].split("<!-- error-codes:end -->")[0].strip()
     assert block == error_table()
 
 
-def test_the_changelog_maps_every_moved_code_as_errors_py_does() -> None:
+def test_the_changelog_maps_every_moved_code_as_refusals_py_does() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     block = changelog.split("<!-- moved-codes:start -->")[1].split("<!-- moved-codes:end -->")[0]
     rows = [line.strip() for line in block.strip().splitlines()][2:]

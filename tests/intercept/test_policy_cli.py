@@ -67,6 +67,10 @@ def test_check_prints_the_effective_rule_of_each_tool_given_on_stdin(tmp_path: P
         for line in lines
     )
     assert any(line.startswith("delete_repo") and "repeat refuse within 24h   [default]" in line for line in lines)
+    sessions = (
+        "a repeat within one session is refused; in a new session, or after a clear or a compaction, it is refused"
+    )
+    assert lines[lines.index(next(line for line in lines if line.startswith("delete_repo"))) + 1].strip() == sessions
     assert done.stderr == ""
 
 

@@ -49,9 +49,10 @@ class ApprovalGate:
             asked["replica"] = self._journal.replica_id
         return asked
 
-    def refusal(self, workflow: str, call: Call, stored: str, newest: Approval | None) -> ApprovalRequired:
-        """The answer to ``call`` (its arguments journaled as ``stored``) with no usable approval: its denial, or
-        its (new or waiting) request, durable. ``newest``: the call's newest request as the reservation found it.
+    def refusal(self, workflow: str, call: Call, redact: bool, newest: Approval | None) -> ApprovalRequired:
+        """The answer to ``call`` with no usable approval: its denial, or its (new or waiting) request, durable
+        (``redact``: its arguments are not journaled). ``newest``: the call's newest request as the reservation
+        found it.
 
         Raises:
             JournalError: the journal could not be read or written.
@@ -64,7 +65,13 @@ class ApprovalGate:
         if newest is not None and newest.state_at(now) is ApprovalState.EXPIRED:
             self._store.expire_approval(newest.id)
         asked = self._store.request_approval(
-            workflow, call.name, stored, call.signature, call.identity, self.asker(call.client), rule.approval_seconds
+            workflow,
+            call.name,
+            call.stored(redact),
+            call.signature,
+            call.identity,
+            self.asker(call.client),
+            rule.approval_seconds,
         )
         debug.trigger("after_approval_request")  # crash tests: the request is durable, its refusal not yet sent
         return self._refused(workflow, call.name, asked)

@@ -58,6 +58,23 @@ class InFlightTable(dict[tuple[str, Any], InFlight]):
         """Journaled calls still waiting for their answer (cancelled ones excluded): what a shutdown waits for."""
         return sum(1 for entry in self.values() if entry.claimed is not None and not entry.cancelled)
 
+    def track(
+        self,
+        track: Track,
+        ident: Any,
+        claimed: Claimed | None = None,
+        pending: PendingProbe | None = None,
+        key: tuple[str, Any] | None = None,
+    ) -> InFlight:
+        """Remember the request ``ident`` (an id already checked to be one; ``key``: its ``id_key``, if known) until
+        its response comes back."""
+        entry = InFlight(track, ident, claimed)
+        entry.pending = pending
+        key = key if key is not None else id_key(ident)
+        assert key is not None
+        self[key] = entry
+        return entry
+
     def mark_cancelled(self, params: Any) -> None:
         """A ``notifications/cancelled``: forget the request, or (a journaled call) mark it cancelled."""
         if not isinstance(params, dict) or "requestId" not in params:

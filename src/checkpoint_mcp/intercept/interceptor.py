@@ -49,7 +49,7 @@ from checkpoint_mcp.intercept.messages import (
     utf8_lines,
     valid_tools_call,
 )
-from checkpoint_mcp.intercept.policy import BUILT_IN, Approve
+from checkpoint_mcp.intercept.policy import BUILT_IN, Approve, ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
@@ -59,7 +59,7 @@ from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
 from checkpoint_mcp.intercept.turns import Join as JoinTurn
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.conditions import Unmet
-from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
+from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -75,7 +75,6 @@ from checkpoint_mcp.wire import (
     Message,
     WireParseError,
     classify,
-    dumps,
     error_line,
     id_key,
     member_text,
@@ -347,7 +346,7 @@ class Interceptor:
             if message.method == "initialize" and isinstance(message.params, dict):  # who asks, for approvals
                 self.hello = message.params
             track = TRACK_BY_METHOD.get(message.method or "", Track.PLAIN)
-            self._in_flight[request_key(message.id)] = InFlight(track, message.id)
+            self._in_flight.track(track, message.id)
         elif kind is Kind.NOTIFICATION:
             if message.method == "notifications/cancelled":
                 self._in_flight.mark_cancelled(message.params)
@@ -395,7 +394,7 @@ class Interceptor:
             policy = self._config.policy
             rule = policy.rule_for(name) if policy is not None else BUILT_IN
             if not rule.journal or (self._config.trust_annotations and read_only):
-                entry = InFlight(Track.PLAIN, message.id)
+                return self._in_flight.track(Track.PLAIN, message.id, key=key), line
             else:
                 call = Call.of(message.id, params, rule, read_only, self.hello.get("clientInfo"))
                 facts = Facts(
@@ -409,9 +408,9 @@ class Interceptor:
                 decision = decide(call, facts)
                 verdict: Verdict | Claimed
                 if decision.verdict is None:
-                    stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
                     conditions = [condition for _, condition in decision.required]
-                    reserved = workflow.reserve(call, facts.place, stored, conditions, list(decision.notes), unit)
+                    notes = list(decision.notes)
+                    reserved = workflow.reserve(call, facts.place, self._config.redact_args, conditions, notes, unit)
                     verdict = decision.unmet(call, facts, reserved) if isinstance(reserved, Unmet) else reserved
                 else:
                     verdict = decision.verdict
@@ -420,15 +419,19 @@ class Interceptor:
                 claimed = verdict if isinstance(verdict, Claimed) else verdict.claimed
                 if isinstance(verdict, Claimed):
                     line = self._keyed(line, claimed)
-                entry = InFlight(Track.TOOL_CALL, message.id, claimed)
+                return self._in_flight.track(Track.TOOL_CALL, message.id, claimed, key=key), line
         except CallRefused as refusal:
             out.to_client.append(error_line(message.id, refusal.to_error()))
             return None
-        self._in_flight[key] = entry
-        return entry, line
 
     def _carry_out(
-        self, message: Message, line: bytes, call: Call, verdict: Verdict, out: ClientBatch, ask: bool
+        self,
+        message: Message,
+        line: bytes,
+        call: Call,
+        verdict: Reply | Refuse | Join | Settle | AskApproval,
+        out: ClientBatch,
+        ask: bool,
     ) -> tuple[InFlight, bytes] | None:
         """Carry out a verdict that does not send the call upstream as it came: answer it, join it, settle the call
         it met, or ask for its approval.
@@ -436,29 +439,26 @@ class Interceptor:
         Raises:
             JournalError: the journal could not be read or written.
         """
-        if isinstance(verdict, Join):
-            refusal = error_line(message.id, verdict.refusal.to_error())
-            out.joins.append(JoinTurn(line, refusal, verdict.workflow, verdict.seq))
-            return None
-        if isinstance(verdict, Settle):
+        if isinstance(verdict, Reply | Refuse | Settle):
             self._noted(verdict.notes)
+        if isinstance(verdict, Settle):
             return self._settle(message, line, call, verdict, out)
         if isinstance(verdict, Reply):
-            self._noted(verdict.notes)
-            answer = repeat_line if verdict.repeat else replay_line
-            out.to_client.append(self._results.with_identity(answer(message.id, verdict.record)))
+            answer = (repeat_line if verdict.repeat else replay_line)(message.id, verdict.record)
+            out.to_client.append(self._results.with_identity(answer))
             return None
-        if isinstance(verdict, Refuse):
-            self._noted(verdict.notes)
-            out.to_client.append(error_line(message.id, verdict.refusal.to_error()))
-            return None
-        assert isinstance(verdict, AskApproval)
-        assert self._gate is not None
-        assert self._calls is not None
-        stored = REDACTED_ARGUMENTS if self._config.redact_args else dumps(call.arguments)
-        refused = self._gate.refusal(self._calls.head, call, stored, verdict.newest)
-        if not (ask and self._ask_user(message, line, refused, verdict, out)):
-            out.to_client.append(error_line(message.id, refused.to_error()))
+        if isinstance(verdict, AskApproval):
+            assert self._gate is not None
+            assert self._calls is not None
+            refused = self._gate.refusal(self._calls.head, call, self._config.redact_args, verdict.newest)
+            verdict = Refuse(refused)
+            if ask and self._ask_user(message, line, refused, call.rule, out):
+                return None
+        refusal = error_line(message.id, verdict.refusal.to_error())
+        if isinstance(verdict, Join):
+            out.joins.append(JoinTurn(line, refusal, verdict.workflow, verdict.seq))
+        else:
+            out.to_client.append(refusal)
         return None
 
     def _noted(self, notes: tuple[Note, ...]) -> None:
@@ -505,15 +505,10 @@ class Interceptor:
             out.to_client.append(step.line)
             return None
         if isinstance(step, Forward):
-            entry = InFlight(Track.TOOL_CALL, message.id, step.claimed)
-            self._in_flight[request_key(message.id)] = entry
-            return entry, step.line
-        self._in_flight[request_key(message.id)] = InFlight(Track.SETTLING, message.id, step.pending.claimed)
-        probe = InFlight(Track.PROBE, step.probe_id)
-        probe.pending = step.pending
-        self._in_flight[request_key(step.probe_id)] = probe
+            return self._in_flight.track(Track.TOOL_CALL, message.id, step.claimed), step.line
+        self._in_flight.track(Track.SETTLING, message.id, step.pending.claimed)
         self._timers.append((step.probe_id, step.timeout))
-        return probe, step.line
+        return self._in_flight.track(Track.PROBE, step.probe_id, pending=step.pending), step.line
 
     def _probe_answer(self, entry: InFlight | None, message: Message, out: list[bytes]) -> bool:
         """True when the response is a probe's: settled here, or dropped (it came after its timeout); never
@@ -558,7 +553,7 @@ class Interceptor:
         else:
             step = self._settler.answered(pending, response)
         if isinstance(step, Forward):
-            self._in_flight[request_key(pending.ident)] = InFlight(Track.TOOL_CALL, pending.ident, step.claimed)
+            self._in_flight.track(Track.TOOL_CALL, pending.ident, step.claimed)
             self._held_up.append((step.line, None))
             return []
         return [self._results.with_identity(step.line)]
@@ -728,13 +723,19 @@ class Interceptor:
     # ---- asking a call's user for its approval (``approve = "elicit"``, ``asking.py``) -----------------------
 
     def _ask_user(
-        self, message: Message, line: bytes, refusal: ApprovalRequired, verdict: AskApproval, out: ClientBatch
+        self, message: Message, line: bytes, refusal: ApprovalRequired, rule: ToolRule, out: ClientBatch
     ) -> bool:
         """Hold a call refused for want of an approval its user may give (``approve = "elicit"``) and ask them;
         False when the refusal stands."""
         asker, params = self._asker, message.params
         awaiting = refusal.data.get("reason") == "awaiting_approval"
-        if asker is None or not awaiting or verdict.rule.approve is not Approve.ELICIT:
+        policy = self._config.policy
+        if (
+            asker is None
+            or not awaiting
+            or policy is None
+            or policy.rule_for(params["name"]).approve is not Approve.ELICIT
+        ):
             return False
         meta = params.get("_meta")
         if isinstance(meta, dict) and asks_in_form(meta.get(CAPABILITIES_META)):  # 2026-07-28: one more round
@@ -744,7 +745,7 @@ class Interceptor:
         if not asks_in_form(self.hello.get("capabilities")):
             return False
         request, ask_id = asker.ask(message, line, refusal)
-        self._in_flight[request_key(message.id)] = InFlight(Track.ASKING, message.id)
+        self._in_flight.track(Track.ASKING, message.id)
         self._timers.append((ask_id, ASK_TIMEOUT))
         out.to_client.append(request)
         return True

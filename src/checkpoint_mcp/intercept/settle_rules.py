@@ -13,9 +13,10 @@ policy file let Checkpoint settle it without an operator:
   ``structuredContent``. Only a matcher that says so settles the call: an error, a timeout, a result neither
   matcher accepts, or both at once, leaves it in doubt.
 
-This module is pure: it builds keys, requests and verdicts; the interceptor sends them and ``journal/`` records
-what they decided. What a later replay of a probed call returns is ``probed_outcome``: a result that says the
-call ran, with the evidence, because the call's own result was never received.
+This module is pure: it plans a settlement (``plan``), builds keys, requests and verdicts; the settler
+(``settler.py``) carries them out, the interceptor sends them and ``journal/`` records what they decided. What a
+later replay of a probed call returns is ``probed_outcome``: a result that says the call ran, with the evidence,
+because the call's own result was never received.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import itertools
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from checkpoint_mcp.clock import seconds_since
+from checkpoint_mcp.intercept.policy import Matcher, Probe, ToolRule
 from checkpoint_mcp.intercept.policy.pointer import MISSING, PointerError, parse_pointer, resolve
 from checkpoint_mcp.wire import dumps, set_member
 
@@ -38,63 +40,7 @@ SETTLED_META = "checkpoint/settled"
 KEY_PREFIX = "checkpoint-"
 
 
-# ---- what the policy declares (the dataclasses live in policy.py; these are the parts this module reads) -----
-
-
-class Matcher(Protocol):
-    """A test on a probe result's ``structuredContent``."""
-
-    def test(self, value: Any) -> bool:
-        """True when ``value`` (the whole ``structuredContent``) matches."""
-        ...
-
-
-class Probe(Protocol):
-    """``[tools.NAME.probe]``: a read-only tool that says whether a call of NAME landed."""
-
-    @property
-    def tool(self) -> str: ...
-
-    @property
-    def arguments(self) -> Mapping[str, str]: ...  # probe argument name -> JSON pointer into the call's arguments
-
-    @property
-    def happened_if(self) -> Matcher | None: ...
-
-    @property
-    def not_happened_if(self) -> Matcher | None: ...
-
-    @property
-    def timeout(self) -> float: ...
-
-    @property
-    def settle_after(self) -> float: ...  # seconds: a younger call may still land, so "did not happen" waits
-
-
-class Idempotency(Protocol):
-    """``idempotency = { argument = "NAME" }`` or ``{ header = "NAME" }``."""
-
-    @property
-    def argument(self) -> str | None: ...
-
-    @property
-    def header(self) -> str | None: ...
-
-
-class SettleRule(Protocol):
-    """The parts of a tool's rule that settle its in-doubt calls."""
-
-    @property
-    def probe(self) -> Probe | None: ...
-
-    @property
-    def idempotency(self) -> Idempotency | None: ...
-
-    @property
-    def idempotent(self) -> bool: ...
-
-
-def can_settle(rule: SettleRule | None) -> bool:
+def can_settle(rule: ToolRule | None) -> bool:
     """True when ``rule`` declares a way to settle an in-doubt call of its tool."""
     return rule is not None and (rule.probe is not None or rule.idempotency is not None or rule.idempotent)
 
@@ -276,15 +222,90 @@ def resent_evidence(key: str, how: str) -> dict[str, Any]:
     return {"by": "idempotency", "key": key, "via": how}
 
 
+# ---- the plan ------------------------------------------------------------------------------------------------
+
+
+class Resend(NamedTuple):
+    """Send the in-doubt call again as ``line``, once the settlement is recorded (by ``by``, with ``evidence``)."""
+
+    line: bytes
+    by: str
+    evidence: dict[str, Any]
+    how: str  # for the log: "as is (idempotent)", "under its idempotency key"
+
+
+class AskProbe(NamedTuple):
+    """Ask the probe (``request``, under the id ``ident``) whether the in-doubt call landed."""
+
+    probe: Probe
+    arguments: dict[str, Any]
+    request: bytes
+    ident: str
+
+
+class Unprovable(NamedTuple):
+    """Nothing the policy declares can settle the call now (``finding``: what a probe could not do, if any)."""
+
+    finding: Finding | None
+
+
+def plan(
+    rule: ToolRule,
+    workflow: str,
+    seq: int,
+    agent_key: str | None,
+    params: Mapping[str, Any],
+    line: bytes,
+    *,
+    probe_read_only: bool,
+) -> Resend | AskProbe | Unprovable:
+    """How the in-doubt call at ``seq`` of ``workflow``, met again as ``line`` (its ``params``), is settled under its
+    tool's ``rule``: sent again as is (idempotent), probed (a probe known to be read-only), or sent again under its
+    idempotency key; else it cannot be.
+
+    Raises:
+        ValueError: the line is not a JSON object (an idempotency key cannot be put in it).
+    """
+    if rule.idempotent:
+        return Resend(line, "idempotent", idempotent_evidence(params["name"]), "as is (idempotent)")
+    probe = rule.probe
+    if probe is not None and probe_read_only:
+        try:
+            built = probe_arguments(probe, params.get("arguments") or {})
+        except PointerError as exc:
+            return Unprovable(unanswered(probe, {}, f"the probe's arguments cannot be built: {exc}"))
+        ident = probe_request_id()
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
+        return AskProbe(probe, built, probe_request(ident, probe, built, meta), ident)
+    idempotency = rule.idempotency
+    if idempotency is not None:
+        key = idempotency_key(workflow, seq, agent_key)
+        argument, header = idempotency.argument, idempotency.header
+        evidence = resent_evidence(key, f"argument {argument}" if argument is not None else f"header {header}")
+        keyed = with_key_argument(line, argument, key) if argument is not None else line
+        return Resend(keyed, "idempotency key", evidence, "under its idempotency key")
+    if probe is not None:
+        why = (
+            f"its tool is not known to be read-only: declare [tools.{probe.tool}] read_only = true, or let a "
+            "tools/list that marks it readOnlyHint pass through this proxy first"
+        )
+        return Unprovable(unanswered(probe, {}, why))
+    return Unprovable(None)
+
+
 __all__ = [
     "SETTLED_META",
+    "AskProbe",
     "Finding",
     "PointerError",
+    "Resend",
+    "Unprovable",
     "Verdict",
     "can_settle",
     "idempotency_key",
     "idempotent_evidence",
     "judge",
+    "plan",
     "probe_arguments",
     "probe_request",
     "probe_request_id",

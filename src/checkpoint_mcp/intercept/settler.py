@@ -16,20 +16,17 @@ from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.answers import replay_line
 from checkpoint_mcp.intercept.decision.verdicts import Claimed, Settle
 from checkpoint_mcp.intercept.decision.workflow import Workflow
+from checkpoint_mcp.intercept.policy import Probe
 from checkpoint_mcp.intercept.settle_rules import (
+    AskProbe,
     Finding,
-    PointerError,
-    Probe,
+    Resend,
+    Unprovable,
     Verdict,
     idempotency_key,
-    idempotent_evidence,
     judge,
-    probe_arguments,
-    probe_request,
-    probe_request_id,
+    plan,
     probed_outcome,
-    resent_evidence,
-    unanswered,
     with_key_argument,
 )
 from checkpoint_mcp.journal.base import Journal, ResolveAction
@@ -92,66 +89,21 @@ class Settler:
         Raises:
             JournalError: the row could not be taken.
         """
-        record = self._journal.take_in_doubt(unsettled.record.workflow, unsettled.record.seq)
+        found = unsettled.record
+        record = self._journal.take_in_doubt(found.workflow, found.seq)
         if record is None:
             return Reply(error_line(ident, unsettled.refusal.to_error()))
         claimed = self._calls.settling(record)
-        rule = unsettled.rule
-        if rule.idempotent:
-            return self._resend_as_is(ident, line, unsettled, claimed)
-        if rule.probe is not None and probe_read_only:
-            return self._ask(ident, line, params, unsettled, claimed, rule.probe)
-        idempotency = rule.idempotency
-        if idempotency is not None:
-            return self._resend(ident, line, unsettled, claimed, idempotency.argument, idempotency.header)
-        if rule.probe is not None:
-            why = (
-                f"its tool is not known to be read-only: declare [tools.{rule.probe.tool}] read_only = true, or let "
-                "a tools/list that marks it readOnlyHint pass through this proxy first"
-            )
-            return self._unsettled(ident, unsettled, claimed, unanswered(rule.probe, {}, why))
-        return self._unsettled(ident, unsettled, claimed, None)
-
-    def _ask(
-        self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Settle, claimed: Claimed, probe: Probe
-    ) -> Ask | Reply:
-        arguments: dict[str, Any] = params.get("arguments") or {}
-        try:
-            built = probe_arguments(probe, arguments)
-        except PointerError as exc:
-            finding = unanswered(probe, {}, f"the probe's arguments cannot be built: {exc}")
-            return self._unsettled(ident, unsettled, claimed, finding)
-        probe_id = probe_request_id()
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
-        pending = PendingProbe(ident, line, unsettled, claimed, probe, built)
-        return Ask(probe_request(probe_id, probe, built, meta), probe_id, probe.timeout, pending)
-
-    def _resend(
-        self, ident: Any, line: bytes, unsettled: Settle, claimed: Claimed, argument: str | None, header: str | None
-    ) -> Forward | Reply:
-        """Send the in-doubt call again under its key: in ``argument``, or in the HTTP ``header`` the remote
-        upstream adds to the forwarded call (``Interceptor.upstream_headers``), the client's bytes unchanged."""
-        record = unsettled.record
-        key = idempotency_key(record.workflow, record.seq, record.key)
-        evidence = resent_evidence(key, f"argument {argument}" if argument is not None else f"header {header}")
-        if not self._journal.settle(
-            record.workflow, record.seq, ResolveAction.RELEASED, None, "idempotency key", dumps(evidence), keep_row=True
+        step = plan(unsettled.rule, found.workflow, found.seq, found.key, params, line, probe_read_only=probe_read_only)
+        if isinstance(step, AskProbe):
+            pending = PendingProbe(ident, line, unsettled, claimed, step.probe, step.arguments)
+            return Ask(step.request, step.ident, step.probe.timeout, pending)
+        if isinstance(step, Resend) and self._journal.settle(
+            found.workflow, found.seq, ResolveAction.RELEASED, None, step.by, dumps(step.evidence), keep_row=True
         ):
-            return self._unsettled(ident, unsettled, claimed, None)
-        logger.info("call #%d (%s) was in doubt: sent again under its idempotency key", record.seq, record.tool)
-        return Forward(with_key_argument(line, argument, key) if argument is not None else line, claimed)
-
-    def _resend_as_is(self, ident: Any, line: bytes, unsettled: Settle, claimed: Claimed) -> Forward | Reply:
-        """An idempotent tool's in-doubt call: the server promises running it again changes nothing more, so it
-        is sent again as the client sent it; the settlement is recorded first (the audit chain says by whom)."""
-        record = unsettled.record
-        evidence = idempotent_evidence(record.tool)
-        if not self._journal.settle(
-            record.workflow, record.seq, ResolveAction.RELEASED, None, "idempotent", dumps(evidence), keep_row=True
-        ):
-            return self._unsettled(ident, unsettled, claimed, None)
-        logger.info("call #%d (%s) was in doubt: sent again as is (idempotent)", record.seq, record.tool)
-        return Forward(line, claimed)
+            logger.info("call #%d (%s) was in doubt: sent again %s", found.seq, found.tool, step.how)
+            return Forward(step.line, claimed)
+        return self._unsettled(ident, unsettled, claimed, step.finding if isinstance(step, Unprovable) else None)
 
     def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Reply:
         """The probe answered: settle the call by its verdict."""

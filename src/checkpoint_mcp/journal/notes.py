@@ -98,7 +98,8 @@ def _approval_text(note: PolicyNote) -> str:
 
 
 def _limit_text(note: PolicyNote) -> str:
-    """``limit of send_email at …: refused (-31091), 3 ran in 1h; the next may run after … [tools.send_email]``."""
+    """``limit of send_email at …: refused (<LIMIT_REACHED>), 3 ran, at most 3 per 1h; the next may run after …
+    [tools.send_email]``."""
     detail = note.detail
     reason = detail.get("reason")
     if reason == "limit":

@@ -15,6 +15,7 @@ from typing import Any, Final, NamedTuple
 
 from checkpoint_mcp.intercept.policy import ToolRule
 from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_KEY_LENGTH
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.refusals import InvalidCallParams
 from checkpoint_mcp.signature import call_signature
 from checkpoint_mcp.wire import dumps
@@ -76,6 +77,10 @@ class Call(NamedTuple):
     def named(self) -> bool:
         """True when the call names its place itself (a sequence or a key): then it is never a repeat by content."""
         return self.seq is not None or self.key is not None
+
+    def stored(self, redact: bool) -> str:
+        """The arguments as the journal keeps them: compact JSON, or the stub ``--redact-args-in-journal`` stores."""
+        return REDACTED_ARGUMENTS if redact else dumps(self.arguments)
 
     @property
     def continues(self) -> bool:

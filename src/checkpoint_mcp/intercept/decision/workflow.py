@@ -14,6 +14,7 @@ import contextlib
 import logging
 from typing import Any, NamedTuple
 
+from checkpoint_mcp import debug
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
 from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
@@ -146,18 +147,18 @@ class Workflow:
         self,
         call: Call,
         place: Place,
-        stored: str,
+        redact: bool,
         conditions: list[Condition],
         notes: list[Note],
         unit: UnitOfWork,
     ) -> Claimed | Unmet:
-        """Reserve ``call`` at ``place`` (its arguments journaled as ``stored``): in ``unit`` when nothing is to be
-        tested, else durably now under ``conditions`` (``Journal.reserve``); ``notes`` go with it.
+        """Reserve ``call`` at ``place`` (``redact``: its arguments are not journaled): in ``unit`` when nothing is
+        to be tested, else durably now under ``conditions`` (``Journal.reserve``); ``notes`` go with it.
 
         Raises:
             JournalError: the journal could not be read or written (nothing was reserved).
         """
-        new = NewCall(call.name, stored, call.signature, call.key, call.identity, _repeat_rule(call))
+        new = NewCall(call.name, call.stored(redact), call.signature, call.key, call.identity, _repeat_rule(call))
         workflow, seq = place.lineage.head, place.seq
         durable, approval = False, None
         if conditions:
@@ -168,6 +169,7 @@ class Workflow:
             durable, approval = True, reserved.approval
             if approval is not None:
                 logger.info("call %s runs on approval #%d of %r", call.name, approval, workflow)
+                debug.trigger("after_approval_used")  # crash tests: used and reserved, not yet sent upstream
         else:
             unit.reserve(workflow, seq, new)
         for note in notes:

@@ -118,23 +118,6 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         if row["identity"] is not None:
             repeat += f", same call by {row['identity']}"
         lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
-        if row["acrossSessions"] is not None and row["acrossSessions"] != "runs":
-            lines.append(
-                f"{'':<{width}}  a repeat in the same session {row['withinSession']}; "
-                f"in a new session (or after a clear or compaction) {row['acrossSessions']}"
-            )
-        if row["limit"] is not None:
-            limit = row["limit"]
-            lines.append(
-                f"{'':<{width}}  limit: at most {limit['calls']} call(s) per {duration_text(limit['perSeconds'])}, "
-                f"counted {_SCOPES[limit['scope']]}"
-            )
-        if row["budget"] is not None:
-            budget = row["budget"]
-            lines.append(
-                f"{'':<{width}}  budget: the numbers at {budget['sum']} add up to at most {budget['max']:g} per "
-                f"{duration_text(budget['perSeconds'])}, counted {_SCOPES[budget['scope']]}"
-            )
         if row["approve"] is not None:
             asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
             lines.append(
@@ -152,6 +135,23 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
         if row["idempotency"] is not None:
             ((kind, target),) = row["idempotency"].items()
             lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
+        if row["acrossSessions"] is not None and row["acrossSessions"] != "runs":
+            lines.append(
+                f"{'':<{width}}  a repeat within one session {row['withinSession']}; in a new session, or after a "
+                f"clear or a compaction, it {row['acrossSessions']}"
+            )
+        if row["limit"] is not None:
+            limit = row["limit"]
+            lines.append(
+                f"{'':<{width}}  limit: at most {limit['calls']} call(s) per {duration_text(limit['perSeconds'])}, "
+                f"counted {_SCOPES[limit['scope']]}"
+            )
+        if row["budget"] is not None:
+            budget = row["budget"]
+            lines.append(
+                f"{'':<{width}}  budget: the numbers at {budget['sum']} add up to at most {budget['max']:g} per "
+                f"{duration_text(budget['perSeconds'])}, counted {_SCOPES[budget['scope']]}"
+            )
     return "\n".join(lines)
 
 

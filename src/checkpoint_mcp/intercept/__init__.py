@@ -1,19 +1,23 @@
 """What happens to each message, for every transport: the one place that makes a journaling decision.
 
-``interceptor.Interceptor`` routes the lines a pump hands it (forward, journal, replay, refuse) and holds what is
-in flight (``inflight``); ``calls`` is the journaled life of one call (sequences, claims, replays, outcomes);
-``results`` edits the results the proxy only routes (the server identity); ``messages`` checks single lines;
-``traced`` shows a ``telemetry`` trace the lines crossing the interceptor (built only when telemetry is on);
-``turns`` are the records a turn hands its pump (lines to write, calls to join, a flush begun); ``options``
-holds the journaling flag the two pumps' commands share (``--relaxed-completions``); ``proxy_config`` is everything
-the two commands were told (``ProxyConfig``, with the tool policies: settings that decide stay in this room).
-Tool policies (`--policy`): ``policy`` reads and checks the file into frozen rules (``pointer``: JSON pointers),
-``repeats`` is what a rule makes of a call that repeats a journaled one by its content, ``settle`` and
-``settling`` settle an in-doubt call by a probe or an idempotency key, ``policy_report`` what
-`checkpoint policy check` prints. Approval gates (``approve``): ``approvals`` finds, requests and uses a call's
-approval; ``asking`` asks the client's user for it in the same request (``approve = "elicit"``).
+Open ``decision/`` first: the decision for one tools/call is an ordered tuple of small checks there (in flight,
+replay, repeat, limit, budget, approval), each looking at a call built once (``decision/call.py``) and what the
+journal says of it (``decision/facts.py``), with what one process knows of a workflow's calls
+(``decision/workflow.py``: where calls go, which run here) and the verdicts a check may give
+(``decision/verdicts.py``). ``interceptor.Interceptor`` routes the lines a pump hands it, both ways, holds what
+must wait for a commit, and carries out each verdict: it forwards a reserved call, answers from the journal
+(``answers``: the journal's ``_meta`` on results, replays), refuses, joins, settles, or asks for an approval.
 
-May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``debug``, ``telemetry``.
-Never a pump (``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and out drives the same
-interceptor.
+Around it: ``inflight`` (what is in flight), ``messages`` (checks of single lines), ``results`` (the server
+identity in results it only routes), ``turns`` (what a turn hands its pump), ``traced`` (a ``telemetry`` trace
+of the lines, built only when telemetry is on), ``proxy_config`` (everything the two commands were told, with
+the tool policies). Tool policies (`--policy`) are data in ``policy/`` (the file's grammar, the rules, pointers,
+a call's identity for repeats, what `checkpoint policy check` prints). An in-doubt call met again is settled by
+its policy's declared means: ``settle_rules`` plans it and says what a probe proved (pure), ``settler`` carries it
+out. Approval gates: ``approval_gate`` requests a call's approval and says what a call without one gets;
+``asking`` asks the client's user for it in the same request (``approve = "elicit"``).
+
+May import: ``journal/``, ``config``, ``wire``, ``signature``, ``difference``, ``errors``, ``refusals``, ``clock``,
+``debug``, ``telemetry``. Never a pump (``proxy/``, ``gateway/``) or a transport (``upstream/``): every way in and
+out drives the same interceptor.
 """

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from checkpoint_mcp.journal.records import CallState
-from checkpoint_mcp.refusals import DIVERGENCE, IN_DOUBT, LIMIT_REACHED, STILL_IN_FLIGHT, UPSTREAM_EXITED
+from checkpoint_mcp.refusals import (
+    DIVERGENCE,
+    IN_DOUBT,
+    LIMIT_REACHED,
+    REPEAT_REFUSED,
+    STILL_IN_FLIGHT,
+    UPSTREAM_EXITED,
+)
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
 
 from support import DEFAULT_TIMEOUT, done_count, journal_states, read_effects, wait_until
@@ -192,3 +199,25 @@ def test_a_limit_holds_on_a_gateway_over_an_sqlite_journal_across_its_sessions(t
     assert ["result" in answer for answer in answers] == [True, True, False]
     assert answers[2]["error"]["code"] == LIMIT_REACHED
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 2
+
+
+def test_a_repeat_runs_within_an_mcp_session_but_not_across_sessions_nor_among_stateless_requests(
+    tmp_path: Path,
+) -> None:
+    """A session-era MCP session is one agent's session: its own repeat runs under within_session = "run"; another
+    session's, and a 2026-07-28 request's (which belongs to no session), is caught."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tools.send_email]\nrepeat = "refuse"\nwithin_session = "run"\n', encoding="utf-8")
+    mail = {"to": "bob", "subject": "Invoice"}
+    with effects_gateway(tmp_path, "--journal", str(tmp_path / "j.db"), "--policy", str(policy)) as gateway:
+        first, second = (initialize(gateway.port, PATH) for _ in range(2))
+        answers = [
+            session_call(gateway.port, first, 1, "send_email", mail),
+            session_call(gateway.port, first, 2, "send_email", mail),
+            session_call(gateway.port, second, 1, "send_email", mail),
+            modern(gateway.port, 3, "send_email", {"to": "eve", "subject": "Hello"}),
+            modern(gateway.port, 4, "send_email", {"to": "eve", "subject": "Hello"}),
+        ]
+    assert ["result" in answer for answer in answers] == [True, True, False, True, False]
+    assert answers[2]["error"]["code"] == answers[4]["error"]["code"] == REPEAT_REFUSED
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 3

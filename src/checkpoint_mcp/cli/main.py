@@ -354,6 +354,25 @@ def _journal_specs(ctx: click.Context) -> Any:
     return specs
 
 
+def _hook_source() -> str:
+    """The session-start source in the hook's JSON input on stdin (Claude Code's ``source``: startup, resume, clear,
+    compact), else ``unknown``. Reads only what is there within a moment: a client that leaves stdin open, or a
+    terminal, gives nothing."""
+    import json
+    import select
+
+    from checkpoint_mcp.journal.session_starts import source_of
+
+    if sys.stdin is None or sys.stdin.isatty():
+        return "unknown"
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.5)
+        text = os.read(sys.stdin.fileno(), 65536).decode(errors="replace") if ready else ""
+        return source_of(json.loads(text)) if text.strip() else "unknown"
+    except (OSError, ValueError):
+        return "unknown"
+
+
 def _sessionjournal_options(function: Any) -> Any:
     function = click.option(
         "--workflow-id",
@@ -407,7 +426,19 @@ def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[s
     show_default=True,
     help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
 )
-@click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
+@click.option(
+    "--hook",
+    is_flag=True,
+    help="Print Claude Code SessionStart hook JSON carrying the brief, and record the session start in the journals "
+    "(its source read from the hook's JSON on stdin).",
+)
+@click.option(
+    "--session-start",
+    "session_start",
+    metavar="SOURCE",
+    help="Record that the agent's client starts a session (startup, resume, clear, compact) in the journals, as "
+    "--hook does: for clients that start sessions through a plugin rather than a hook.",
+)
 @_sessionjournal_options
 @click.pass_context
 def brief(
@@ -415,6 +446,7 @@ def brief(
     project_root: str | None,
     output: str,
     hook: bool,
+    session_start: str | None,
     journals: tuple[str, ...],
     workflow_ids: tuple[str, ...],
 ) -> None:
@@ -426,6 +458,8 @@ def brief(
     """
     from checkpoint_mcp.session.service import brief_text
 
+    if hook and session_start is None:
+        session_start = _hook_source()
     try:
         text = brief_text(
             project_root,
@@ -434,6 +468,7 @@ def brief(
             environ=os.environ,
             cwd=os.getcwd(),
             journal_specs=_journal_specs(ctx),
+            session_start=session_start,
         )
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc

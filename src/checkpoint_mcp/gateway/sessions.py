@@ -154,7 +154,11 @@ class Gateway:
             logger.info("serving workflow %r (writing to %r)", workflow, lineage.head)
         return known.calls
 
-    async def _open_channel(self, name: str, workflow: str, unrelated: Callable[[bytes], None] | None) -> Channel:
+    async def _open_channel(
+        self, name: str, workflow: str, unrelated: Callable[[bytes], None] | None, *, session: bool
+    ) -> Channel:
+        """A channel to a new upstream for ``workflow``; ``session``: it carries one MCP session's requests (session
+        era), else the requests of every client of the workflow (2026-07-28), which share no memory."""
         calls = self._calls(workflow)
         lineage = calls.lineage if calls is not None else None
         proxy = self.config.proxy
@@ -162,7 +166,7 @@ class Gateway:
         trace = self.telemetry.session(
             peer("tcp", url), journaled=self.journal is not None, redact_args=proxy.redact_args
         )
-        interceptor = traced(trace, proxy, self.journal, lineage, workflow=calls)
+        interceptor = traced(trace, proxy, self.journal, lineage, workflow=calls, session=session)
         try:
             upstream = await self._new_upstream()
         except Exception as exc:
@@ -213,7 +217,7 @@ class Gateway:
             if holder:
                 holder[0].standalone.append(line)
 
-        channel = await self._open_channel(f"session {session_id[:8]}", workflow, unrelated)
+        channel = await self._open_channel(f"session {session_id[:8]}", workflow, unrelated, session=True)
         session = Session(session_id, workflow, channel)
         holder.append(session)
         self.sessions[session_id] = session
@@ -246,7 +250,7 @@ class Gateway:
         async with lock:
             channel = self.channels.get(workflow)
             if channel is None or channel.closed.is_set():
-                channel = await self._open_channel(f"workflow {workflow!r}", workflow, None)
+                channel = await self._open_channel(f"workflow {workflow!r}", workflow, None, session=False)
                 self.channels[workflow] = channel
         return channel
 

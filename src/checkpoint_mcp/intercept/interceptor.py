@@ -28,6 +28,7 @@ from checkpoint_mcp.intercept.asking import (
     withdrawn,
 )
 from checkpoint_mcp.intercept.decision import Call, Facts, decide
+from checkpoint_mcp.intercept.decision.session import Session
 from checkpoint_mcp.intercept.decision.verdicts import (
     AskApproval,
     Claimed,
@@ -92,12 +93,22 @@ class Interceptor:
     """The routing and journaling logic of one proxy process."""
 
     def __init__(
-        self, config: ProxyConfig, journal: Journal | None, lineage: Lineage | None, workflow: Workflow | None = None
+        self,
+        config: ProxyConfig,
+        journal: Journal | None,
+        lineage: Lineage | None,
+        workflow: Workflow | None = None,
+        *,
+        session: bool = True,
     ) -> None:
         """``workflow``: what this process knows of the workflow's calls, when several interceptors (a gateway's
-        sessions) share one workflow in one process; by default this interceptor has its own."""
+        sessions) share one workflow in one process; by default this interceptor has its own. ``session``: its
+        lines are one client session's (a stdio proxy, a gateway MCP session), so it remembers which calls the
+        client was answered (``decision/session.py``); False for requests of no session (a gateway's 2026-07-28
+        requests, which many clients share)."""
         self._config = config
         self._journal = journal
+        self._session = Session() if session else None
         if workflow is None and journal is not None and lineage is not None:
             workflow = Workflow(journal, lineage, replay_from_start=config.replay_from_start)
         self._calls = workflow
@@ -350,6 +361,8 @@ class Interceptor:
         elif kind is Kind.NOTIFICATION:
             if message.method == "notifications/cancelled":
                 self._in_flight.mark_cancelled(message.params)
+                if self._session is not None and isinstance(message.params, dict):
+                    self._session.cancelled(id_key(message.params.get("requestId")))
             elif message.method == "tools/call":
                 # A tools/call without an id cannot be answered, so it could run unseen: never forward it.
                 logger.warning("dropped a tools/call without an id: it cannot be answered or journaled")
@@ -404,6 +417,7 @@ class Interceptor:
                     policy,
                     on_divergence=self._config.on_divergence,
                     redact=self._config.redact_args,
+                    session=self._session,
                 )
                 decision = decide(call, facts)
                 verdict: Verdict | Claimed
@@ -591,7 +605,7 @@ class Interceptor:
                 barrier = message is None or message.kind is not Kind.RESPONSE
                 self._emit_down(out, line, waits=False, barrier=barrier)
             elif entry.claimed is not None:
-                answer, final = self._tool_result(entry.claimed, message.body, line.decode())
+                answer, final = self._tool_result(entry, entry.claimed, message.body, line.decode())
                 self._emit_down(out, self._results.with_identity(answer), waits=final)
             else:
                 plain_line = self._results.plain_result(entry, message, line)
@@ -619,7 +633,7 @@ class Interceptor:
             usual = usual_result(text := line.decode())
             if usual is not None:
                 del self._in_flight[key]
-                answer, final = self._tool_result(entry.claimed, {"result": usual.result}, text, usual.span)
+                answer, final = self._tool_result(entry, entry.claimed, {"result": usual.result}, text, usual.span)
                 self._emit_down(out, self._results.with_identity(answer), waits=final)
                 return True
         return False
@@ -640,10 +654,11 @@ class Interceptor:
             out.append(line)
 
     def _tool_result(
-        self, claimed: Claimed, body: Any, text: str, at: tuple[int, int] | None = None
+        self, entry: InFlight, claimed: Claimed, body: Any, text: str, at: tuple[int, int] | None = None
     ) -> tuple[bytes, bool]:
         """The answer to send for a journaled call (``body``: its line ``text`` parsed; ``at``: where its result's
-        text is, if known), and whether it must wait for its outcome to be committed."""
+        text is, if known), and whether it must wait for its outcome to be committed. A completed call's answer,
+        to a request the client did not cancel, is one its session remembers (``decision/session.py``)."""
         assert self._calls is not None
         assert self._unit is not None
         debug.trigger("after_upstream_reply")
@@ -658,6 +673,8 @@ class Interceptor:
         outcome, answer = completed(text, result, claimed, at)
         tool_error = isinstance(result, dict) and result.get("isError") is True
         self._finish(claimed, CallState.COMPLETED, outcome, tool_error)
+        if self._session is not None and not entry.cancelled:
+            self._session.answered(request_key(entry.ident), claimed)
         return answer, True
 
     def _finish(self, claimed: Claimed, state: CallState, outcome: str, tool_error: bool = False) -> None:

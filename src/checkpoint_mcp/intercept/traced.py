@@ -30,8 +30,10 @@ class TracedInterceptor(Interceptor):
         journal: Journal | None,
         lineage: Lineage | None,
         workflow: Workflow | None = None,
+        *,
+        session: bool = True,
     ) -> None:
-        super().__init__(config, journal, lineage, workflow)
+        super().__init__(config, journal, lineage, workflow, session=session)
         self.trace = trace
         self._carrier: Mapping[str, str] | None = None
 
@@ -96,8 +98,11 @@ def traced(
     journal: Journal | None,
     lineage: Lineage | None,
     workflow: Workflow | None = None,
+    *,
+    session: bool = True,
 ) -> Interceptor:
-    """The interceptor a pump uses: the plain one when ``trace`` is None (telemetry off), else a traced one."""
+    """The interceptor a pump uses: the plain one when ``trace`` is None (telemetry off), else a traced one.
+    ``session``: its lines are one client session's (see ``Interceptor``)."""
     if trace is None:
-        return Interceptor(config, journal, lineage, workflow)
-    return TracedInterceptor(trace, config, journal, lineage, workflow)
+        return Interceptor(config, journal, lineage, workflow, session=session)
+    return TracedInterceptor(trace, config, journal, lineage, workflow, session=session)

@@ -434,6 +434,11 @@ class Journal(ABC):
         return False
 
     @abstractmethod
+    def last_session_start(self) -> str | None:
+        """When the agent's client last started a session on this journal (a new one, a resume, a clear, a
+        compaction: ``session_starts.py``), or None: a repeat of a call from before then is the resumed agent's."""
+
+    @abstractmethod
     def reopening(self) -> tuple[str, bytes | None, str | None]:
         """What another process needs to open this journal as this one writes to it: the location (with its
         credentials: never put it in an argv or a log), the audit key and the replica identity."""

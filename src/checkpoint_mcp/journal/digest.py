@@ -30,19 +30,17 @@ from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal import owner_lock
 from checkpoint_mcp.journal.base import Lineage, lineage_from_rows
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
-from checkpoint_mcp.journal.schema import SCHEMA_VERSION
+from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 
 DONE_FETCH: Final = 200
 """At most this many of the newest calls done since the save are read in full; the rest are only counted."""
 PENDING_MARK_MAX: Final = 100
 """A mark lists at most this many in-flight sequences; a workflow with more gets no mark (the load scans)."""
 SHORT_ARGUMENTS: Final = 80
-_SQLITE_APPLICATION_ID: Final = 0x43484B50
 _OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
 _EVENTS_SCHEMA: Final = 4  # the first schema with the events table (tool policies' audit records)
 REPEATS_FETCH: Final = 100
 """At most this many caught repeats are read per branch for the brief."""
-_PG_APPLICATION: Final = "checkpoint-journal"
 _CONNECT_TIMEOUT_SECONDS: Final = 3
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
 
@@ -454,7 +452,7 @@ class _SqliteReader(JournalReader):
         except BaseException:
             self._con.close()
             raise
-        if application_id != _SQLITE_APPLICATION_ID or version < _OLDEST_SCHEMA:
+        if application_id != SQLITE_APPLICATION_ID or version < _OLDEST_SCHEMA:
             self._con.close()
             raise JournalUnavailable(
                 f"{self.path} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later"
@@ -526,7 +524,7 @@ class _PostgresReader(JournalReader):
         except JournalUnavailable:
             self._conn.close()
             raise JournalUnavailable(f"{self.location} holds no Checkpoint journal") from None
-        if meta.get("application") != _PG_APPLICATION or int(meta.get("schema_version", "0")) < _OLDEST_SCHEMA:
+        if meta.get("application") != POSTGRES_APPLICATION or int(meta.get("schema_version", "0")) < _OLDEST_SCHEMA:
             self._conn.close()
             raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later")
         if int(meta["schema_version"]) > SCHEMA_VERSION:

@@ -38,7 +38,7 @@ from checkpoint_mcp.journal.base import OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.rows import FINISH_CALL
-from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
+from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, schema
 from checkpoint_mcp.journal.sequences import SequenceBlocks
 from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal
 
@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-APPLICATION = "checkpoint-journal"
+APPLICATION = POSTGRES_APPLICATION
 CONNECT_TIMEOUT_SECONDS = 5
 RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0)  # about 8 s in all before the journal is declared lost
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long

@@ -9,6 +9,12 @@ from __future__ import annotations
 SCHEMA_VERSION = 7
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
+SQLITE_APPLICATION_ID = 0x43484B50
+"""``PRAGMA application_id`` of an SQLite journal ("CHKP"): marks the file as a Checkpoint journal."""
+
+POSTGRES_APPLICATION = "checkpoint-journal"
+"""The ``application`` row of a PostgreSQL journal's ``checkpoint_meta``."""
+
 
 def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
     """The tables, version by version: statements that bring a journal from version-1 to version.

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.journal import audit, chain
+from checkpoint_mcp.journal import audit, chain, session_starts
 from checkpoint_mcp.journal.approval_store import SqlApprovals
 from checkpoint_mcp.journal.base import (
     MAX_SEQ,
@@ -311,6 +311,12 @@ class SqlJournal(Journal):
     ) -> bool:
         """See ``Journal.settle`` (``settlements.py``)."""
         return self._settlements.settle(workflow, seq, action, outcome, by, evidence, keep_row=keep_row)
+
+    def last_session_start(self) -> str | None:
+        """See ``Journal.last_session_start``."""
+        with self.reading():
+            row = self.execute(session_starts.NEWEST).fetchone()
+        return str(row[0]) if row else None
 
     def take_turns(self, *names: str) -> None:
         """Make writers that name the same thing take turns, until the transaction ends (``rows.Statements``).

@@ -34,13 +34,13 @@ from checkpoint_mcp.journal import chain, owner_lock
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.rows import FINISH_CALL
-from checkpoint_mcp.journal.schema import SCHEMA_VERSION, schema
+from checkpoint_mcp.journal.schema import SCHEMA_VERSION, SQLITE_APPLICATION_ID, schema
 from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal, merged
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-APPLICATION_ID = 0x43484B50  # "CHKP": marks the file as a Checkpoint journal
+APPLICATION_ID = SQLITE_APPLICATION_ID
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 FILE_MODE = 0o600  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments

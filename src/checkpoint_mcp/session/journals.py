@@ -24,6 +24,7 @@ warning, never a failed save or load.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.session.model import JournalPosition
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from checkpoint_mcp.journal.approval_digest import OpenApprovals
@@ -217,6 +220,18 @@ class Setup:
 
 
 NONE: Final = Setup()
+
+
+def mark_session_start(setup: Setup, source: str) -> None:
+    """Record that the agent's client starts a session (``source``) in each of the project's journals; a journal
+    that cannot take it now is skipped with a warning on stderr (the brief never fails for it)."""
+    from checkpoint_mcp.journal import session_starts
+
+    shown = {journaled.location: journaled.shown for journaled in setup.journals}
+    for location, name in shown.items():
+        why = session_starts.record(location, source, {"pid": os.getpid()})
+        if why is not None:
+            logger.warning("could not record the session start in %s: %s", name, why)
 
 
 def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[str, str], cwd: str) -> Setup:

@@ -224,10 +224,14 @@ def brief_text(
     environ: Mapping[str, str],
     cwd: str,
     journal_specs: Sequence[JournalSpec] = (),
+    session_start: str | None = None,
 ) -> str:
     """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
 
     The journals are ``journal_specs``, else ``CHECKPOINT_JOURNAL``, else the project's ``.mcp.json``.
+    ``session_start``: the agent's client is starting a session (its source: ``startup``, ``resume``, ``clear``,
+    ``compact``, ``unknown``), which is recorded in each journal first (``journal/session_starts.py``): a repeat of
+    a call from before it is the resumed agent's, even where the proxy lives on.
 
     Raises:
         ProjectRootError: the project root is not an absolute path to an existing directory.
@@ -235,6 +239,8 @@ def brief_text(
     """
     root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
     setup = journals.configured(journal_specs, root=root.path, environ=environ, cwd=cwd)
+    if session_start is not None:
+        journals.mark_session_start(setup, session_start)
     outcome = load(root, output=output, setup=setup)
     return render.session_start_hook(outcome.text) if hook else outcome.text
 

@@ -19,6 +19,7 @@ from checkpoint_mcp.journal.records import CallRecord
 from checkpoint_mcp.journal.report import operator_commands
 
 if TYPE_CHECKING:
+    from checkpoint_mcp.intercept.decision.session import Session
     from checkpoint_mcp.intercept.decision.workflow import Place, Workflow
 
 
@@ -34,6 +35,7 @@ class Facts:
         *,
         on_divergence: str = "strict",
         redact: bool = False,
+        session: Session | None = None,
     ) -> None:
         """Read where ``call`` goes (``Workflow.place``).
 
@@ -47,6 +49,7 @@ class Facts:
         self.policy = policy
         self.on_divergence = on_divergence
         self.redact = redact  # --redact-args-in-journal: arguments are not journaled, so not shown either
+        self.session = session  # the client session the call comes from (None: requests of no session)
         self.place: Place = workflow.place(call, unit)
 
     @property
@@ -105,6 +108,19 @@ class Facts:
     def newest_repeat(self, found: CallRecord) -> tuple[dict[str, Any], str] | None:
         """The detail and time of the newest ``repeat`` event of ``found``: whether a refusal awaits confirmation."""
         return self.unit.newest_repeat(found.workflow, found.seq)
+
+    def in_session(self, found: CallRecord) -> bool:
+        """True when ``found`` is a call this client session was answered and the agent has not lost its memory
+        since (no session start recorded after it): a repeat of it is the agent's own."""
+        if self.session is None or not self.session.remembers(found):
+            return False
+        started = self.last_session_start
+        return started is None or started < found.started_at
+
+    @cached_property
+    def last_session_start(self) -> str | None:
+        """When the agent's client last started a session on this journal (a clear, a compaction, a resume)."""
+        return self.workflow.journal.last_session_start()
 
     def fork(self, record: CallRecord) -> None:
         """The call diverged from ``record`` under ``--on-divergence fork``: it goes to a new branch from there."""

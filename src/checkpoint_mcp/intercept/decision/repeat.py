@@ -16,6 +16,8 @@ PENDING one, else the newest that did not do its work); what it says, and what t
 * PENDING: in flight here or on a live replica (joined, where joins are on, else refused as in flight), or in doubt
   (settled by the tool's policy where it can be, else refused): never run again.
 * It did not do its work (FAILED, or a tool error): the call runs again, at a new sequence.
+* Under ``within_session = "run"``, a repeat of a call this client session was answered, with no loss of memory
+  since (``session.py``), is the agent's own deliberate repeat: it runs, unrecorded.
 
 Each caught repeat leaves an event of kind ``repeat`` on the original's workflow, so ``checkpoint journal show``, the
 pages, ``export`` and the resume brief show it; its detail holds the tool, both calls' signatures (and the identity,
@@ -37,7 +39,7 @@ from checkpoint_mcp.intercept.decision.facts import Facts
 from checkpoint_mcp.intercept.decision.pending import in_flight_here, pending, settled
 from checkpoint_mcp.intercept.decision.verdicts import Fork, Join, Note, Refuse, Reply, Require, Step, Verdict
 from checkpoint_mcp.intercept.policy import Repeat as RepeatRule
-from checkpoint_mcp.intercept.policy import ToolRule
+from checkpoint_mcp.intercept.policy import ToolRule, WithinSession
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.conditions import NoRepeat, Unmet
@@ -99,6 +101,8 @@ class Repeat:
             if facts.shared and _catches_completed(rule):
                 return Require(NoRepeat(facts.since), ran)
             return ran[0] if ran else None
+        if rule.within_session is WithinSession.RUN and facts.in_session(found):
+            return None  # the agent's own repeat of a call it was answered in this session: it runs
         return _caught(found, call, facts)
 
 

@@ -43,6 +43,10 @@ REPEATS_FETCH: Final = 100
 """At most this many caught repeats are read per branch for the brief."""
 _CONNECT_TIMEOUT_SECONDS: Final = 3
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
+_POLICY_SCHEMA: Final = 7  # the first schema that marks tool errors and keeps each call's repeat rule
+_COLUMNS_7: Final = f"{_COLUMNS}, tool_error, repeat_rule"
+_RAN: Final = "coalesce(repeat_rule, '') = 'allow' AND state = 'COMPLETED' AND tool_error = 0"
+"""A call that did its work and whose repeats its tool policy lets run (clicks, checkouts): counted, not listed."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,39 @@ class Call:
     state: CallState
     started_at: str
     finished_at: str | None
+    tool_error: bool = False
+    """COMPLETED with a result that is a tool error: the upstream said it did not do its work."""
+    repeat_rule: str | None = None
+    """The call's tool's repeat rule when it ran (``refuse``, ``replay``, ``confirm``, ``allow``); None without a
+    policy, or in a journal older than schema 7."""
+
+    @property
+    def failed(self) -> bool:
+        """True when the upstream said the call did not do its work: FAILED, or a tool error."""
+        return self.state is CallState.FAILED or self.tool_error
+
+
+@dataclass(frozen=True)
+class Ran:
+    """Calls of one tool done since the save whose repeats their tool policy lets run: counted, not listed."""
+
+    workflow: str
+    tool: str
+    count: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A call a tool policy's limit or budget refused (an event of kind ``limit``), not run."""
+
+    workflow: str
+    tool: str
+    reason: str
+    """``limit``, ``budget`` or ``budget_amount``."""
+    at: str
+    runs_again_after: str | None
 
 
 @dataclass(frozen=True)
@@ -117,6 +154,11 @@ class Digest:
     """In-doubt calls the tool policy settled by itself since the save, oldest first."""
     repeats: tuple[Repeat, ...] = ()
     """Repeats a tool policy caught since the save (journals of schema 4 on), oldest first."""
+    ran: tuple[Ran, ...] = ()
+    """Calls done since the save whose repeats their tool policy lets run, per tool (schema 7 on); not in
+    ``done``, counted in ``done_total``."""
+    refused: tuple[Refused, ...] = ()
+    """Calls a limit or budget refused since the save (schema 7 on), oldest first."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +182,10 @@ def _short(arguments: str) -> str | None:
 
 
 def _call(row: Sequence[Any]) -> Call:
+    if len(row) > 7:
+        return Call(
+            row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6], bool(row[7]), row[8]
+        )
     return Call(row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6])
 
 
@@ -258,7 +304,33 @@ class JournalReader(ABC):
         digest = replace(self._with_owner(lineage, digest), settled=self._settled(lineage, saved_at))
         if self.schema < _EVENTS_SCHEMA:
             return digest
-        return replace(digest, repeats=self._repeats(lineage, saved_at))
+        digest = replace(digest, repeats=self._repeats(lineage, saved_at))
+        if self.schema < _POLICY_SCHEMA:
+            return digest
+        return replace(digest, refused=self._refused(lineage, saved_at))
+
+    @property
+    def _columns(self) -> str:
+        return _COLUMNS_7 if self.schema >= _POLICY_SCHEMA else _COLUMNS
+
+    def _refused(self, lineage: Lineage, saved_at: str) -> tuple[Refused, ...]:
+        """The calls a limit or budget refused since the save, on every branch of the lineage."""
+        found: list[Refused] = []
+        for branch in lineage.branches:
+            rows = self.rows(
+                f"SELECT detail, at FROM events WHERE workflow_id = ? AND kind = 'limit' AND at > ?"
+                f" ORDER BY id DESC LIMIT {REPEATS_FETCH}",
+                (branch.workflow, saved_at),
+            )
+            for detail, at in rows:
+                try:
+                    fields = json.loads(detail)
+                except ValueError:
+                    continue
+                after = fields.get("runsAgainAfter")
+                tool, reason = str(fields.get("tool")), str(fields.get("reason"))
+                found.append(Refused(branch.workflow, tool, reason, at, after if isinstance(after, str) else None))
+        return tuple(sorted(found, key=lambda r: r.at))
 
     def _repeats(self, lineage: Lineage, saved_at: str) -> tuple[Repeat, ...]:
         """The repeats caught since the save, on every branch of the lineage (``events_by_workflow`` index)."""
@@ -328,6 +400,7 @@ class JournalReader(ABC):
     def _since_mark(self, lineage: Lineage, mark: Mark) -> Digest:
         pending: list[Call] = []
         done: list[Call] = []
+        ran: list[Ran] = []
         by_tool: Counter[str] = Counter()
         for branch, start, limit in lineage.ranges():
             if limit is not None and limit <= mark.last_seq + 1:
@@ -336,24 +409,32 @@ class JournalReader(ABC):
             key = (branch.workflow, *params)
             pending += map(
                 _call,
-                self.rows(f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND state = 'PENDING'", key),
+                self.rows(f"SELECT {self._columns} FROM calls WHERE workflow_id = ?{where} AND state = 'PENDING'", key),
             )
             for tool, state, count in self.rows(
                 f"SELECT tool, state, count(*) FROM calls WHERE workflow_id = ?{where} GROUP BY tool, state", key
             ):
                 if state != CallState.PENDING.value:
                     by_tool[tool] += int(count)
+            listed = f" AND NOT ({_RAN})" if self.schema >= _POLICY_SCHEMA else ""
             done += map(
                 _call,
                 self.rows(
-                    f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND state <> 'PENDING'"
+                    f"SELECT {self._columns} FROM calls WHERE workflow_id = ?{where} AND state <> 'PENDING'{listed}"
                     f" ORDER BY seq DESC LIMIT {DONE_FETCH}",
                     key,
                 ),
             )
+            if self.schema >= _POLICY_SCHEMA:
+                for tool, count, first, last in self.rows(
+                    f"SELECT tool, count(*), min(seq), max(seq) FROM calls WHERE workflow_id = ?{where} AND {_RAN}"
+                    " GROUP BY tool ORDER BY min(seq)",
+                    key,
+                ):
+                    ran.append(Ran(branch.workflow, str(tool), int(count), int(first), int(last)))
         for seq in mark.pending:
             found = self.rows(
-                f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?",
+                f"SELECT {self._columns} FROM calls WHERE workflow_id = ? AND seq = ?",
                 (lineage.branch_at(seq).workflow, seq),
             )
             if not found:
@@ -371,6 +452,7 @@ class JournalReader(ABC):
             done_total=sum(by_tool.values()),
             done_by_tool=dict(by_tool),
             before={"completed": mark.completed, "failed": mark.failed},
+            ran=tuple(ran),
         )
 
     def _since_time(self, lineage: Lineage, saved_at: str) -> Digest:
@@ -380,7 +462,8 @@ class JournalReader(ABC):
         for branch, start, limit in lineage.ranges():
             where, params = _range(start, limit)
             for row in self.rows(
-                f"SELECT {_COLUMNS} FROM calls WHERE workflow_id = ?{where} AND (state = 'PENDING' OR finished_at > ?)",
+                f"SELECT {self._columns} FROM calls WHERE workflow_id = ?{where}"
+                " AND (state = 'PENDING' OR finished_at > ?)",
                 (branch.workflow, *params, saved_at),
             ):
                 call = _call(row)
@@ -390,13 +473,15 @@ class JournalReader(ABC):
                 (branch.workflow, *params, saved_at),
             ):
                 before[str(state).lower()] += int(count)
+        listed, ran = _counted_apart(done)
         return Digest(
             head=lineage.head,
             in_doubt=tuple(sorted(pending, key=lambda c: c.seq)),
-            done=_newest_last(done)[-DONE_FETCH:],
+            done=_newest_last(listed)[-DONE_FETCH:],
             done_total=len(done),
             done_by_tool=dict(Counter(call.tool for call in done)),
             before={"completed": before["completed"], "failed": before["failed"]},
+            ran=ran,
             exact=False,
         )
 
@@ -410,17 +495,24 @@ class JournalReader(ABC):
         since, described = owner
         flying = tuple(call for call in digest.in_doubt if call.started_at >= since)
         doubt = tuple(call for call in digest.in_doubt if call.started_at < since)
-        return Digest(
-            head=digest.head,
-            in_doubt=doubt,
-            in_flight=flying,
-            done=digest.done,
-            done_total=digest.done_total,
-            done_by_tool=digest.done_by_tool,
-            before=digest.before,
-            exact=digest.exact,
-            owner=described,
-        )
+        return replace(digest, in_doubt=doubt, in_flight=flying, owner=described)
+
+
+def _counted_apart(calls: Sequence[Call]) -> tuple[list[Call], tuple[Ran, ...]]:
+    """The calls to list, and those whose repeats their tool policy lets run, counted per tool."""
+    listed: list[Call] = []
+    ran: dict[tuple[str, str], Ran] = {}
+    for call in sorted(calls, key=lambda c: c.seq):
+        if call.repeat_rule == "allow" and call.state is CallState.COMPLETED and not call.tool_error:
+            known = ran.get((call.workflow, call.tool))
+            ran[(call.workflow, call.tool)] = (
+                Ran(call.workflow, call.tool, 1, call.seq, call.seq)
+                if known is None
+                else replace(known, count=known.count + 1, last=call.seq)
+            )
+        else:
+            listed.append(call)
+    return listed, tuple(ran.values())
 
 
 def _newest_last(calls: Sequence[Call]) -> tuple[Call, ...]:

@@ -10,9 +10,13 @@ It comes after "Since this checkpoint", only when there is something to say, in 
 * **In doubt, settled when sent again**: the in-doubt calls of tools whose policy declares a probe or an
   idempotency key (``policy_view``): sending such a call again is safe, the proxy checks it or re-sends it under
   its key, so no operator is needed;
-* **Done since the checkpoint**: the calls completed (or failed) after the save, newest last, consecutive
-  repeats grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a
-  live proxy is still waiting for are named too, and so are calls sent again that a tool policy caught;
+* **Done since the checkpoint**: the calls that did their work after the save, newest last, consecutive repeats
+  grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a live proxy is
+  still waiting for are named too, and so are calls sent again that a tool policy caught;
+* **Failed**: calls the upstream said did not do their work (a JSON-RPC error, or a tool error): safe to retry;
+* **Also ran**: calls whose repeats their tool policy lets run (clicks, checkouts, a local world the agent can
+  see), counted per tool with the first and the last, so that many of them never push the calls above out;
+* **Refused by a limit or budget**: calls that did not run, and when the next may;
 * **Settled automatically**: in-doubt calls the tool policy settled by itself (a probe that showed whether the
   call had run, or the upstream's idempotency key), and how;
 * one line counting what was done before the save.
@@ -30,8 +34,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.journal.approval_rows import Approval
-from checkpoint_mcp.journal.digest import Call, Repeat
-from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
+from checkpoint_mcp.journal.digest import Call, Ran, Refused, Repeat
+from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.journal.report import approval_commands, operator_commands
 from checkpoint_mcp.session import policy_view
 from checkpoint_mcp.session.journals import WorkflowDigest, settled_how
@@ -163,7 +167,7 @@ class _Group:
 
     def line(self, suffix: str) -> str:
         first, last = self.calls[0], self.calls[-1]
-        mark = "✓" if first.state is CallState.COMPLETED else "✗ failed"
+        mark = "✓" if not first.failed else "✗ tool error" if first.tool_error else "✗ failed"
         if len(self.calls) == 1:
             return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {_when(first.finished_at)}{suffix}"
         seqs = f"#{first.seq}–#{last.seq}" if last.seq > first.seq else f"#{first.seq}…#{last.seq}"
@@ -178,10 +182,10 @@ def _groups(calls: Sequence[Call]) -> list[_Group]:
     groups: list[list[Call]] = []
     for call in calls:
         previous = groups[-1][-1] if groups else None
-        if previous is not None and (previous.workflow, previous.tool, previous.state) == (
+        if previous is not None and (previous.workflow, previous.tool, previous.failed) == (
             call.workflow,
             call.tool,
-            call.state,
+            call.failed,
         ):
             groups[-1].append(call)
         else:
@@ -219,6 +223,35 @@ def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
     return lines
 
 
+FAILED_SHOWN: Final = 5
+"""Lines of failed calls told (newest last); a first line counts the rest."""
+
+
+def _ran(ran: Sequence[Ran], suffix: str) -> list[str]:
+    """One line per tool whose repeats its policy lets run: how many, the first and the last."""
+    lines = []
+    for item in ran:
+        seqs = f"#{item.first}" if item.count == 1 else f"#{item.first}…#{item.last}"
+        lines.append(f"- {code(item.tool)} ×{item.count:,} ({seqs}){suffix}")
+    return lines
+
+
+def _refused(refused: Sequence[Refused], suffix: str) -> list[str]:
+    """One line per tool a limit or budget refused: how often, and when the next call may run."""
+    by_tool: dict[str, list[Refused]] = {}
+    for item in refused:
+        by_tool.setdefault(item.tool, []).append(item)
+    lines = []
+    for tool, items in by_tool.items():
+        newest = items[-1]
+        what = {"limit": "its limit", "budget": "its budget"}.get(newest.reason, "its budget (no amount)")
+        after = f"; the next may run after {newest.runs_again_after}" if newest.runs_again_after else ""
+        lines.append(
+            f"- {code(tool)} refused by {what} {len(items)}×, last {_when(newest.at)}: it did not run{after}{suffix}"
+        )
+    return lines
+
+
 def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, since_checkpoint: bool = True) -> str:
     """The section's markdown, at most ``limit`` characters; empty when the journals have nothing to say.
 
@@ -231,6 +264,9 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
     safe: list[str] = []
     flying: list[str] = []
     done: list[tuple[str, int, str]] = []  # (line, calls in it, tool), newest last across workflows
+    failed: list[str] = []
+    ran: list[str] = []
+    refused: list[str] = []
     before: list[str] = []
     settled: list[str] = []
     omitted: dict[str, int] = {}
@@ -249,13 +285,22 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
                 f"- In flight now, a live proxy ({digest.owner}) waits for the answer, do not send again: "
                 f"{calls}{suffix}"
             )
-        done += [(group.line(suffix), len(group.calls), group.calls[0].tool) for group in _groups(digest.done)]
+        groups = _groups(digest.done)
+        done += [
+            (group.line(suffix), len(group.calls), group.calls[0].tool) for group in groups if not group.calls[0].failed
+        ]
+        failed += [group.line(suffix) for group in groups if group.calls[0].failed]
+        ran += _ran(digest.ran, suffix)
+        refused += _refused(digest.refused, suffix)
         flying += _repeats(digest.repeats, suffix)
-        unread = digest.done_total - len(digest.done)
+        told = sum(item.count for item in digest.ran)  # told per tool, below
+        unread = digest.done_total - len(digest.done) - told
         if unread > 0:
             fetched = {c.tool: 0 for c in digest.done}
             for call in digest.done:
                 fetched[call.tool] += 1
+            for item in digest.ran:
+                fetched[item.tool] = fetched.get(item.tool, 0) + item.count
             for tool, count in digest.done_by_tool.items():
                 left = count - fetched.get(tool, 0)
                 if left > 0:
@@ -265,9 +310,20 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
             before.append(f"{code(journal.workflow)}: {counted}" if several else counted)
         if digest.in_doubt or digest.in_flight or digest.done_total or digest.settled:
             commands.append(f"checkpoint journal show --journal {journal.shown} {journal.workflow}")
-    if not doubt and not safe and not flying and not done and not omitted and not settled and not approvals:
+    if not any((doubt, safe, flying, done, omitted, settled, approvals, failed, ran, refused)):
         return ""
-    tail = _Tail(tuple(settled), tuple(before), tuple(safe), since_checkpoint, tuple(approvals))
+    if len(failed) > FAILED_SHOWN:
+        failed = [f"- … {len(failed) - FAILED_SHOWN} earlier failed call(s) not shown", *failed[-FAILED_SHOWN:]]
+    tail = _Tail(
+        tuple(settled),
+        tuple(before),
+        tuple(safe),
+        since_checkpoint,
+        tuple(approvals),
+        tuple(failed),
+        tuple(ran),
+        tuple(refused),
+    )
     return _fit(doubt, flying, done, omitted, tail, commands, limit)
 
 
@@ -281,6 +337,9 @@ class _Tail:
     safe: tuple[str, ...] = ()
     since_checkpoint: bool = True
     approvals: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    ran: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
 
 
 def _render(
@@ -324,6 +383,17 @@ def _render(
             lines.append(f"- … {total:,} earlier call(s) not shown: {_tools(omitted)}")
         lines += [line for line, _, _ in done]
         lines += flying
+    if tail.failed:
+        lines.append("### Failed: the upstream said these did not do their work, so they are safe to retry")
+        lines += tail.failed
+    if tail.ran:
+        lines.append(
+            "### Also ran, and their repeats run (the tool policy says so): check what they changed before redoing"
+        )
+        lines += tail.ran
+    if tail.refused:
+        lines.append("### Refused by a limit or budget of the tool policy: these did not run")
+        lines += tail.refused
     if tail.settled:
         lines.append("### Settled automatically by the tool policy (no operator step): do not redo them")
         lines += tail.settled

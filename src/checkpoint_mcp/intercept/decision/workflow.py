@@ -18,6 +18,7 @@ from checkpoint_mcp import debug
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
 from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
+from checkpoint_mcp.intercept.policy import Repeat
 from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
 from checkpoint_mcp.journal.records import CallRecord, CallState
@@ -235,9 +236,10 @@ class Workflow:
 
 
 def _repeat_rule(call: Call) -> str | None:
-    """What the journal keeps of the call's repeat rule (``NewCall.repeat_rule``): the rule's repeat, where a
-    policy gave one (``allow`` for an idempotent tool, whose repeats run); None without a policy."""
+    """What the journal keeps of the call's repeat rule (``NewCall.repeat_rule``), which the resume brief tells:
+    ``refuse``, ``replay`` or ``confirm``; ``allow`` where a policy says its repeats run (written for it, or an
+    idempotent tool); None where no policy says anything of its repeats (the brief then lists it as done)."""
     rule = call.rule
-    if rule.source == "built-in":
-        return None
-    return "allow" if rule.idempotent else rule.repeat.value
+    if rule.repeats_run:
+        return "allow"
+    return None if rule.repeat is Repeat.ALLOW else rule.repeat.value

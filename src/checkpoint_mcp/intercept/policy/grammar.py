@@ -228,6 +228,7 @@ def _build_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], source: st
         approve=keys.get("approve") if merged.get("read_only") else merged.get("approve"),
         approval_seconds=merged.get("approval_expires", DEFAULT_APPROVAL_EXPIRES),
         within_session=merged.get("within_session", WithinSession.CATCH),
+        repeats_run=idempotent or merged.get("repeat") is Repeat.ALLOW,
         limit=merged.get("limit"),
         budget=keys.get("budget"),
         source=source,

@@ -146,6 +146,7 @@ class ToolRule:
     approve: Approve | None = None  # each call waits for a person's approval of its exact arguments
     approval_seconds: float = DEFAULT_APPROVAL_EXPIRES  # how long a granted approval stays usable
     within_session: WithinSession = WithinSession.CATCH  # a repeat within one unbroken session: caught, or runs
+    repeats_run: bool = False  # repeat = "allow" written for it (its table or [default]), or idempotent
     limit: Limit | None = None  # at most so many calls per rolling window
     budget: Budget | None = None  # the amounts of the calls that ran per rolling window, at most so much
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`

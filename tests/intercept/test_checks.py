@@ -19,12 +19,12 @@ def test_the_checks_run_in_this_order() -> None:
     theirs: a call answered from the journal takes nothing from a limit, a call over its limit asks for no
     approval (tests/intercept/test_limits.py drives both through real proxies)."""
     assert [type(check).__name__ for check in CHECKS] == [
-        "Continuation",
-        "Journaled",
-        "Repeat",
-        "Limit",
-        "Budget",
-        "Approval",
+        "ContinuationCheck",
+        "JournaledCheck",
+        "RepeatCheck",
+        "LimitCheck",
+        "BudgetCheck",
+        "ApprovalCheck",
     ]
 
 

@@ -15,7 +15,8 @@ from checkpoint_mcp.errors import JournalUnavailable
 from checkpoint_mcp.journal import open_journal, operations
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.conditions import NewCall
-from checkpoint_mcp.journal.digest import DONE_FETCH, JournalReader, Mark, open_reader
+from checkpoint_mcp.journal.digest import DONE_FETCH, JournalReader, Mark
+from checkpoint_mcp.journal.read_only import open_reader
 from checkpoint_mcp.journal.records import CallState
 
 

@@ -54,8 +54,7 @@ from checkpoint_mcp.intercept.policy import BUILT_IN, Approve, ToolRule
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
-from checkpoint_mcp.intercept.settler import Forward, PendingProbe, Settler
-from checkpoint_mcp.intercept.settler import Reply as SettledReply
+from checkpoint_mcp.intercept.settler import Answered, Forward, PendingProbe, Settler
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
 from checkpoint_mcp.intercept.turns import Join as JoinTurn
 from checkpoint_mcp.journal.base import Journal, Lineage
@@ -515,7 +514,7 @@ class Interceptor:
         read_only = tool is not None and policy is not None and policy.rule_for(tool).read_only
         read_only = read_only or (tool is not None and self._results.read_only.get(tool, False))
         step = self._settler.begin(message.id, line, call.params, settle, probe_read_only=read_only)
-        if isinstance(step, SettledReply):
+        if isinstance(step, Answered):
             out.to_client.append(step.line)
             return None
         if isinstance(step, Forward):

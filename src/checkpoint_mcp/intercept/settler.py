@@ -52,7 +52,7 @@ class Ask(NamedTuple):
     pending: PendingProbe
 
 
-class Reply(NamedTuple):
+class Answered(NamedTuple):
     """Answer the client with ``line`` (a replay of the settled call, or the in-doubt refusal)."""
 
     line: bytes
@@ -80,7 +80,7 @@ class Settler:
 
     def begin(
         self, ident: Any, line: bytes, params: dict[str, Any], unsettled: Settle, *, probe_read_only: bool
-    ) -> Forward | Ask | Reply:
+    ) -> Forward | Ask | Answered:
         """Start settling the call ``line`` met as ``unsettled``: probe it, send it again under its key, or refuse.
 
         ``probe_read_only``: the probe's tool is known to be read-only (declared ``read_only`` in the policy, or
@@ -92,7 +92,7 @@ class Settler:
         found = unsettled.record
         record = self._journal.take_in_doubt(found.workflow, found.seq)
         if record is None:
-            return Reply(error_line(ident, unsettled.refusal.to_error()))
+            return Answered(error_line(ident, unsettled.refusal.to_error()))
         claimed = self._calls.settling(record)
         step = plan(unsettled.rule, found.workflow, found.seq, found.key, params, line, probe_read_only=probe_read_only)
         if isinstance(step, AskProbe):
@@ -105,12 +105,12 @@ class Settler:
             return Forward(step.line, claimed)
         return self._unsettled(ident, unsettled, claimed, step.finding if isinstance(step, Unprovable) else None)
 
-    def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Reply:
+    def answered(self, pending: PendingProbe, response: dict[str, Any]) -> Forward | Answered:
         """The probe answered: settle the call by its verdict."""
         started = pending.unsettled.record.started_at
         return self.conclude(pending, judge(pending.probe, pending.arguments, response, started))
 
-    def conclude(self, pending: PendingProbe, finding: Finding) -> Forward | Reply:
+    def conclude(self, pending: PendingProbe, finding: Finding) -> Forward | Answered:
         """Record what ``finding`` proved and say what the waiting call gets; never raises for the journal."""
         record, claimed = pending.unsettled.record, pending.claimed
         by = f"probe {finding.probe}"
@@ -124,7 +124,7 @@ class Settler:
                     self._calls.finished(claimed)
                     logger.info("call #%d (%s) was in doubt: the %s showed it ran", record.seq, record.tool, by)
                     settled = record._replace(state=CallState.COMPLETED, outcome=outcome)
-                    return Reply(replay_line(pending.ident, settled))
+                    return Answered(replay_line(pending.ident, settled))
             elif finding.verdict is Verdict.NOT_HAPPENED and self._journal.settle(
                 record.workflow, record.seq, ResolveAction.RELEASED, None, by, dumps(finding.evidence()), keep_row=True
             ):
@@ -139,7 +139,7 @@ class Settler:
             logger.error("could not record the settlement of call #%d: %s", record.seq, exc)
         return self._unsettled(pending.ident, pending.unsettled, claimed, finding)
 
-    def _unsettled(self, ident: Any, unsettled: Settle, claimed: Claimed, finding: Finding | None) -> Reply:
+    def _unsettled(self, ident: Any, unsettled: Settle, claimed: Claimed, finding: Finding | None) -> Answered:
         """The call stays in doubt: give the row back and refuse, saying what was tried."""
         self._calls.finished(claimed)
         if self._journal.replica_id is not None:
@@ -156,4 +156,4 @@ class Settler:
             )
             error["message"] += f" (the probe {finding.probe} could not settle it: {finding.reason})"
             error["data"] = {**error.get("data", {}), "settlement": finding.evidence()}
-        return Reply(error_line(ident, error))
+        return Answered(error_line(ident, error))

@@ -19,7 +19,7 @@ from checkpoint_mcp.journal.records import CallRecord, CallState
 MAX_KEY_LENGTH = 256
 """The longest ``_meta.checkpoint_key`` (or ``idempotencyKey``) accepted."""
 
-MAX_HINT_SEQ = 2**53 - 1
+MAX_CLIENT_SEQ = 2**53 - 1
 """The highest ``_meta.checkpoint_seq`` a client may name: the largest integer every JSON implementation reads
 exactly. The journal's columns hold 64-bit integers, so the cursor, which counts on from the highest sequence
 used, has 2**63 - 2**53 sequences of room above any client's choice and can never run out in practice."""

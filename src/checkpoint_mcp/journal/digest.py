@@ -1,6 +1,6 @@
 """Read-only digests of a journal for the resume brief: where a workflow stood, what is in doubt, what was done.
 
-The session server reads the project's journals here (the one arrow from ``session/`` into ``journal/``), as they
+The session server reads the project's journals here (``read_only.open_reader`` opens one), as they
 are, never created, migrated or locked: SQLite through a read-only URI (``immutable=1`` without a write-ahead log,
 so not even ``-wal``/``-shm`` files appear; ``mode=ro`` beside a live proxy's log), PostgreSQL on a read-only session
 that runs no DDL. Ownership is read without the owner's lock: a shared probe of the lock file, ``pg_locks``.
@@ -18,30 +18,24 @@ Two reads, both index-backed in the usual case (primary key ``(workflow_id, seq)
 from __future__ import annotations
 
 import json
-import os
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from checkpoint_mcp.errors import JournalError, JournalUnavailable
-from checkpoint_mcp.journal import owner_lock
 from checkpoint_mcp.journal.base import Lineage, lineage_from_rows
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallState
-from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 
 DONE_FETCH: Final = 200
 """At most this many of the newest calls done since the save are read in full; the rest are only counted."""
 PENDING_MARK_MAX: Final = 100
 """A mark lists at most this many in-flight sequences; a workflow with more gets no mark (the load scans)."""
 SHORT_ARGUMENTS: Final = 80
-_OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
+OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
 _EVENTS_SCHEMA: Final = 4  # the first schema with the events table (tool policies' audit records)
 REPEATS_FETCH: Final = 100
 """At most this many caught repeats are read per branch for the brief."""
-_CONNECT_TIMEOUT_SECONDS: Final = 3
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
 _POLICY_SCHEMA: Final = 7  # the first schema that marks tool errors and keeps each call's repeat rule
 _COLUMNS_7: Final = f"{_COLUMNS}, tool_error, repeat_rule"
@@ -152,7 +146,7 @@ class Digest:
     owner: str | None = None
     settled: tuple[Settled, ...] = ()
     """In-doubt calls the tool policy settled by itself since the save, oldest first."""
-    repeats: tuple[Repeat, ...] = ()
+    repeats: tuple[CaughtRepeat, ...] = ()
     """Repeats a tool policy caught since the save (journals of schema 4 on), oldest first."""
     ran: tuple[Ran, ...] = ()
     """Calls done since the save whose repeats their tool policy lets run, per tool (schema 7 on); not in
@@ -162,7 +156,7 @@ class Digest:
 
 
 @dataclass(frozen=True)
-class Repeat:
+class CaughtRepeat:
     """A call the agent sent again, caught by a tool policy (an event of kind ``repeat``)."""
 
     workflow: str
@@ -199,7 +193,7 @@ class JournalReader(ABC):
     """A journal opened read-only for digests; ``open_reader`` picks the database."""
 
     location: str
-    schema: int = _OLDEST_SCHEMA
+    schema: int = OLDEST_SCHEMA
     """The journal's schema version, read at open."""
 
     @abstractmethod
@@ -332,9 +326,9 @@ class JournalReader(ABC):
                 found.append(Refused(branch.workflow, tool, reason, at, after if isinstance(after, str) else None))
         return tuple(sorted(found, key=lambda r: r.at))
 
-    def _repeats(self, lineage: Lineage, saved_at: str) -> tuple[Repeat, ...]:
+    def _repeats(self, lineage: Lineage, saved_at: str) -> tuple[CaughtRepeat, ...]:
         """The repeats caught since the save, on every branch of the lineage (``events_by_workflow`` index)."""
-        found: list[Repeat] = []
+        found: list[CaughtRepeat] = []
         for branch in lineage.branches:
             rows = self.rows(
                 f"SELECT seq, detail, at FROM events WHERE workflow_id = ? AND kind = 'repeat' AND at > ?"
@@ -347,7 +341,7 @@ class JournalReader(ABC):
                 except ValueError:
                     continue
                 tool, action = fields.get("tool"), fields.get("action")
-                found.append(Repeat(branch.workflow, int(seq), str(tool), str(action), at))
+                found.append(CaughtRepeat(branch.workflow, int(seq), str(tool), str(action), at))
         return tuple(sorted(found, key=lambda r: r.at))
 
     def _settled(self, lineage: Lineage, saved_at: str) -> tuple[Settled, ...]:
@@ -517,159 +511,3 @@ def _counted_apart(calls: Sequence[Call]) -> tuple[list[Call], tuple[Ran, ...]]:
 
 def _newest_last(calls: Sequence[Call]) -> tuple[Call, ...]:
     return tuple(sorted(calls, key=lambda c: (c.finished_at or c.started_at, c.seq)))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# SQLite
-
-
-class _SqliteReader(JournalReader):
-    def __init__(self, path: str) -> None:
-        import sqlite3  # only when a journal is configured: `checkpoint brief` starts without it
-
-        self._sqlite3 = sqlite3
-        self.path = os.path.abspath(os.path.expanduser(path))
-        self.location = self.path
-        if not os.path.isfile(self.path):
-            raise JournalUnavailable(f"journal {self.path} does not exist (no call journaled there yet?)")
-        # Without a write-ahead log no proxy has the file open, and mode=ro would create -wal and -shm files.
-        live = os.path.exists(self.path + "-wal") and os.path.exists(self.path + "-shm")
-        uri = f"file:{_uri_path(self.path)}?{'mode=ro' if live else 'immutable=1'}"
-        with self._translated():
-            self._con = sqlite3.connect(uri, uri=True, timeout=1.0, check_same_thread=False)
-        try:
-            with self._translated():
-                application_id = int(self._con.execute("PRAGMA application_id").fetchone()[0])
-                version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
-        except BaseException:
-            self._con.close()
-            raise
-        if application_id != SQLITE_APPLICATION_ID or version < _OLDEST_SCHEMA:
-            self._con.close()
-            raise JournalUnavailable(
-                f"{self.path} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later"
-                " (a proxy migrates an older one)"
-            )
-        if version > SCHEMA_VERSION:
-            self._con.close()
-            raise JournalUnavailable(f"journal {self.path} has schema {version}, newer than this Checkpoint reads")
-        self.schema = version
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        try:
-            yield
-        except self._sqlite3.Error as exc:
-            raise JournalUnavailable(f"cannot read journal {self.path}: {exc}") from exc
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._translated():
-            return self._con.execute(sql, tuple(params)).fetchall()
-
-    def owner_since(self, root: str) -> tuple[str, str] | None:
-        owner = owner_lock.probe(owner_lock.lock_path(self.path, root))
-        if owner is None:
-            return None
-        if owner is owner_lock.STARTING_UP:
-            return owner.since, "a proxy starting up"
-        return owner.since, f"pid {owner.pid} on {owner.host}"
-
-    def close(self) -> None:
-        self._con.close()
-
-
-def _uri_path(path: str) -> str:
-    """The path as an SQLite URI path: only ``%``, ``?`` and ``#`` need escaping."""
-    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# PostgreSQL
-
-
-class _PostgresReader(JournalReader):
-    def __init__(self, url: str) -> None:
-        from urllib.parse import urlsplit
-
-        try:
-            import psycopg
-        except ImportError:
-            raise JournalUnavailable(
-                "a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'"
-            ) from None
-
-        from checkpoint_mcp.journal.postgres import masked
-
-        self._psycopg = psycopg
-        self.location = masked(url)
-        self._secret = urlsplit(url).password or ""
-        with self._translated():
-            self._conn = psycopg.connect(
-                url,
-                autocommit=True,
-                connect_timeout=_CONNECT_TIMEOUT_SECONDS,
-                application_name="checkpoint-brief",
-                options="-c default_transaction_read_only=on",
-            )
-        try:
-            meta = dict(self.rows("SELECT key, value FROM checkpoint_meta"))
-        except JournalUnavailable:
-            self._conn.close()
-            raise JournalUnavailable(f"{self.location} holds no Checkpoint journal") from None
-        if meta.get("application") != POSTGRES_APPLICATION or int(meta.get("schema_version", "0")) < _OLDEST_SCHEMA:
-            self._conn.close()
-            raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {_OLDEST_SCHEMA} or later")
-        if int(meta["schema_version"]) > SCHEMA_VERSION:
-            self._conn.close()
-            raise JournalUnavailable(f"journal {self.location} has a newer schema than this Checkpoint reads")
-        self.schema = int(meta["schema_version"])
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        try:
-            yield
-        except self._psycopg.Error as exc:
-            text = str(exc).replace(self._secret, "***") if self._secret else str(exc)
-            raise JournalUnavailable(f"cannot read journal {self.location}: {text.strip()}") from None
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._translated():
-            return list(self._conn.execute(sql.replace("?", "%s"), tuple(params)).fetchall())
-
-    def owner_since(self, root: str) -> tuple[str, str] | None:
-        from checkpoint_mcp.journal.postgres import lock_key
-
-        key = lock_key(root) & 0xFFFFFFFFFFFFFFFF
-        held = self.rows(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1",
-            (key >> 32, key & 0xFFFFFFFF),
-        )
-        if not int(held[0][0]):
-            return None
-        found = self.rows("SELECT since, pid, host FROM owners WHERE root_id = ?", (root,))
-        if not found:
-            return "", "another session"
-        return str(found[0][0]), f"pid {found[0][1]} on {found[0][2]}"
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def open_reader(location: str) -> JournalReader:
-    """Open the journal at ``location`` read-only: a ``postgresql://`` URL, else an SQLite file path.
-
-    Raises:
-        JournalUnavailable: it does not exist, cannot be read, or is not a Checkpoint journal this version reads.
-    """
-    from checkpoint_mcp.journal import is_postgres_url
-
-    try:
-        if is_postgres_url(location):
-            return _PostgresReader(location)
-        return _SqliteReader(location)
-    except JournalUnavailable:
-        raise
-    except JournalError as exc:
-        raise JournalUnavailable(str(exc)) from exc

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from checkpoint_mcp.journal.approval_rows import Approval
-from checkpoint_mcp.journal.digest import Call, Ran, Refused, Repeat
+from checkpoint_mcp.journal.digest import Call, CaughtRepeat, Ran, Refused
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.journal.report import approval_commands, operator_commands
 from checkpoint_mcp.session import policy_view
@@ -209,7 +209,7 @@ _REPEAT_WORDS: Final = {
 }
 
 
-def _repeats(repeats: Sequence[Repeat], suffix: str) -> list[str]:
+def _repeats(repeats: Sequence[CaughtRepeat], suffix: str) -> list[str]:
     """One line per call the agent sent again and the tool policy caught (counted, newest action)."""
     counted: dict[tuple[str, int, str], list[str]] = {}
     for repeat in repeats:

@@ -271,7 +271,7 @@ def _resolved(spec: JournalSpec, base: str) -> Journaled:
 
 def _readers(journals: Iterable[Journaled]) -> dict[str, JournalReader | str]:
     """One read-only reader per journal location, or the reason it could not be opened."""
-    from checkpoint_mcp.journal.digest import open_reader
+    from checkpoint_mcp.journal.read_only import open_reader
 
     readers: dict[str, JournalReader | str] = {}
     for journal in journals:

@@ -3,12 +3,12 @@
 ::
 
     CHECKS = (
-        Continuation(),  # a 2026-07-28 retry answering its first round's request for input: that entry goes on
-        Journaled(),     # the call's own place: replay, divergence (or a fork), in flight, in doubt, collected
-        Repeat(),        # a repeat by content, under the tool's repeat rule: replay, refuse, confirm, in doubt
-        Limit(),         # the tool's limit: at most so many calls per rolling window
-        Budget(),        # the tool's budget: the amounts of its calls per rolling window
-        Approval(),      # the tool's approve: a person's approval of this exact call, used once
+        ContinuationCheck(),  # a 2026-07-28 retry answering its first round's request for input goes on
+        JournaledCheck(),     # the call's own place: replay, divergence (or a fork), in flight, in doubt, collected
+        RepeatCheck(),        # a repeat by content, under the tool's repeat rule: replay, refuse, confirm, in doubt
+        LimitCheck(),         # the tool's limit: at most so many calls per rolling window
+        BudgetCheck(),        # the tool's budget: the amounts of its calls per rolling window
+        ApprovalCheck(),      # the tool's approve: a person's approval of this exact call, used once
     )
 
 Like Starlette's middleware list, each check is one small object with one job, and the order is written here
@@ -38,14 +38,14 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from checkpoint_mcp.intercept.decision.approval import Approval
-from checkpoint_mcp.intercept.decision.budget import Budget
+from checkpoint_mcp.intercept.decision.approval import ApprovalCheck
+from checkpoint_mcp.intercept.decision.budget import BudgetCheck
 from checkpoint_mcp.intercept.decision.call import Call
-from checkpoint_mcp.intercept.decision.continuation import Continuation
+from checkpoint_mcp.intercept.decision.continuation import ContinuationCheck
 from checkpoint_mcp.intercept.decision.facts import Facts
-from checkpoint_mcp.intercept.decision.journaled import Journaled
-from checkpoint_mcp.intercept.decision.limit import Limit
-from checkpoint_mcp.intercept.decision.repeat import Repeat
+from checkpoint_mcp.intercept.decision.journaled import JournaledCheck
+from checkpoint_mcp.intercept.decision.limit import LimitCheck
+from checkpoint_mcp.intercept.decision.repeat import RepeatCheck
 from checkpoint_mcp.intercept.decision.verdicts import Fork, Note, Require, Step, Verdict
 from checkpoint_mcp.journal.conditions import Condition, Unmet
 
@@ -68,12 +68,12 @@ class Requiring(Check, Protocol):
 
 
 CHECKS: tuple[Check, ...] = (
-    Continuation(),
-    Journaled(),
-    Repeat(),
-    Limit(),
-    Budget(),
-    Approval(),
+    ContinuationCheck(),
+    JournaledCheck(),
+    RepeatCheck(),
+    LimitCheck(),
+    BudgetCheck(),
+    ApprovalCheck(),
 )
 """The checks, in order."""
 

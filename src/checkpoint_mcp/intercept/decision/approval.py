@@ -16,7 +16,7 @@ from checkpoint_mcp.intercept.decision.verdicts import AskApproval, Require, Ste
 from checkpoint_mcp.journal.conditions import Unmet, UsesApproval
 
 
-class Approval:
+class ApprovalCheck:
     """``approve``: a requirement that the call's approval is granted and unused."""
 
     def check(self, call: Call, facts: Facts) -> Step:

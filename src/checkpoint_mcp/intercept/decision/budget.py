@@ -21,7 +21,7 @@ from checkpoint_mcp.refusals import LimitReached
 from checkpoint_mcp.wire import dumps
 
 
-class Budget:
+class BudgetCheck:
     """``budget``: a requirement that the window's amounts, with this call's, stay within the budget."""
 
     def check(self, call: Call, facts: Facts) -> Step:

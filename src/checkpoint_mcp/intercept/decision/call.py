@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from checkpoint_mcp.intercept.policy import ToolRule
-from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_KEY_LENGTH
+from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_KEY_LENGTH
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.refusals import InvalidCallParams
 from checkpoint_mcp.signature import call_signature
@@ -105,10 +105,10 @@ def _placement(params: dict[str, Any]) -> tuple[int | None, str | None]:
     if not isinstance(meta, dict):
         meta = {}
     seq = meta.get(SEQ_META)
-    if SEQ_META in meta and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_HINT_SEQ):
+    if SEQ_META in meta and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_CLIENT_SEQ):
         shown = dumps(seq)
         raise InvalidCallParams(
-            f"invalid params: _meta.{SEQ_META} must be an integer from 1 to {MAX_HINT_SEQ} (2**53 - 1), "
+            f"invalid params: _meta.{SEQ_META} must be an integer from 1 to {MAX_CLIENT_SEQ} (2**53 - 1), "
             f"got {shown if len(shown) <= 40 else shown[:40] + '…'}",
             {"reason": "invalid_checkpoint_seq", "received": seq if isinstance(seq, int | str) else shown[:200]},
         )

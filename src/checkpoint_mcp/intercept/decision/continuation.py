@@ -8,7 +8,7 @@ from checkpoint_mcp.intercept.decision.facts import Facts
 from checkpoint_mcp.intercept.decision.verdicts import Continue, Step
 
 
-class Continuation:
+class ContinuationCheck:
     """A retry with ``inputResponses`` (or ``requestState``) of a call awaiting input here: ``Continue``."""
 
     def check(self, call: Call, facts: Facts) -> Step:

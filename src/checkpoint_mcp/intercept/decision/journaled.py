@@ -26,7 +26,7 @@ from checkpoint_mcp.refusals import Collected, Divergence
 from checkpoint_mcp.wire import dumps
 
 
-class Journaled:
+class JournaledCheck:
     """The row at the call's place: replay, divergence, in flight or in doubt, collected; or nothing."""
 
     def check(self, call: Call, facts: Facts) -> Step:

@@ -32,7 +32,7 @@ def scope_key(scope: Scope, facts: Facts) -> str:
     return "journal" if scope is Scope.JOURNAL else f"workflow:{facts.place.lineage.root}"
 
 
-class Limit:
+class LimitCheck:
     """``limit``: a requirement that the window holds fewer calls than the limit."""
 
     def check(self, call: Call, facts: Facts) -> Step:

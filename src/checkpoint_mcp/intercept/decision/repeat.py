@@ -38,8 +38,7 @@ from checkpoint_mcp.intercept.decision.call import Call
 from checkpoint_mcp.intercept.decision.facts import Facts
 from checkpoint_mcp.intercept.decision.pending import in_flight_here, pending, settled
 from checkpoint_mcp.intercept.decision.verdicts import Fork, Join, Note, Refuse, Reply, Require, Step, Verdict
-from checkpoint_mcp.intercept.policy import Repeat as RepeatRule
-from checkpoint_mcp.intercept.policy import ToolRule, WithinSession
+from checkpoint_mcp.intercept.policy import Repeat, ToolRule, WithinSession
 from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.conditions import NoRepeat, Unmet
@@ -64,7 +63,7 @@ class Action(enum.Enum):
     CONFIRMED = "confirmed"  # repeat = "confirm": the same call, sent again within confirm_within, runs
 
 
-class Repeat:
+class RepeatCheck:
     """A call that repeats one journaled within its rule's window, by content: what its rule says."""
 
     def check(self, call: Call, facts: Facts) -> Step:
@@ -95,7 +94,7 @@ class Repeat:
         rule = call.rule
         if found.state is CallState.PENDING:
             return _pending_original(found, call, facts)
-        if not found.happened or rule.idempotent or rule.repeat is RepeatRule.ALLOW:
+        if not found.happened or rule.idempotent or rule.repeat is Repeat.ALLOW:
             # It did not do its work, or the server promises a repeat is harmless, or (approve) a person decides.
             ran = () if rule.approve is not None else (note(found, rule, Action.RAN_AGAIN, call),)
             if facts.shared and _catches_completed(rule):
@@ -121,21 +120,21 @@ def _caught(found: CallRecord, call: Call, facts: Facts) -> Step:
     """The original happened, and the rule catches its repeat: confirmed (it runs), asked to confirm, replayed or
     refused."""
     rule = call.rule
-    if rule.repeat is RepeatRule.CONFIRM:
+    if rule.repeat is Repeat.CONFIRM:
         if _confirms(facts.newest_repeat(found), rule):
             confirmed = note(found, rule, Action.CONFIRMED, call)
             if facts.shared:  # linked in the reservation, only while the original still asks for it
                 return Require(NoRepeat(facts.since, confirming=_event(confirmed)))
             return confirmed
         return Refuse(refusal(found, call, facts), (note(found, rule, Action.CONFIRM_ASKED, call),))
-    if rule.repeat is RepeatRule.REPLAY:
+    if rule.repeat is Repeat.REPLAY:
         return Reply(found, True, (note(found, rule, Action.REPLAYED, call),))
     return Refuse(refusal(found, call, facts), (note(found, rule, Action.REFUSED, call),))
 
 
 def _catches_completed(rule: ToolRule) -> bool:
     """Whether a repeat of a call that happened is caught (refused, replayed, or asked to confirm), not run."""
-    return not rule.idempotent and rule.repeat is not RepeatRule.ALLOW
+    return not rule.idempotent and rule.repeat is not Repeat.ALLOW
 
 
 def _confirms(newest: tuple[dict[str, Any], str] | None, rule: ToolRule) -> bool:
@@ -185,7 +184,7 @@ def refusal(found: CallRecord, call: Call, facts: Facts) -> RepeatRefused:
         rule=rule.source,
         commands=facts.commands(found.workflow, found.seq),
         differences=differences(found, call, facts.redact),
-        confirm_within=duration_text(rule.confirm_seconds) if rule.repeat is RepeatRule.CONFIRM else None,
+        confirm_within=duration_text(rule.confirm_seconds) if rule.repeat is Repeat.CONFIRM else None,
     )
 
 

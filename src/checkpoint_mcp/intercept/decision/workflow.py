@@ -19,7 +19,7 @@ from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
 from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
 from checkpoint_mcp.intercept.policy import Repeat
-from checkpoint_mcp.journal.base import MAX_HINT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
+from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed
@@ -62,7 +62,7 @@ class Workflow:
         self._committed_lineage = lineage
         # Rows above the clients' range (written by an older Checkpoint, which accepted any 64-bit sequence)
         # do not move the cursor: it keeps 2**63 - 2**53 sequences of room.
-        highest = journal.max_seq(lineage, upto=MAX_HINT_SEQ)
+        highest = journal.max_seq(lineage, upto=MAX_CLIENT_SEQ)
         self._cursor = 1 if replay_from_start else highest + 1
         # Sequences from here on hold no row: a call the cursor places there needs no read. (Calls that name their
         # sequence push the cursor past it, so the cursor never revisits one this process used.)
@@ -121,7 +121,7 @@ class Workflow:
                 f"name one with _meta.{SEQ_META}",
                 {"reason": "sequences_exhausted"},
             )
-        record = unit.read(lineage, seq) if seq < self._fresh_from or seq > MAX_HINT_SEQ else None
+        record = unit.read(lineage, seq) if seq < self._fresh_from or seq > MAX_CLIENT_SEQ else None
         if record is not None:
             self._cursor = seq + 1  # a journaled step, replayed or refused: the next call takes the next one
         return Place(lineage, seq, record)

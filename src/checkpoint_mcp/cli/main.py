@@ -406,7 +406,16 @@ def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[s
     show_default=True,
     help="brief: the markdown resume brief; full: the complete checkpoint JSON plus drift.",
 )
-@click.option("--hook", is_flag=True, help="Print Claude Code SessionStart hook JSON carrying the brief.")
+@click.option("--hook", is_flag=True, help="Print session-start hook JSON carrying the brief (see --hook-format).")
+@click.option(
+    "--hook-format",
+    type=click.Choice(["claude", "copilot", "cursor"]),
+    default="claude",
+    show_default=True,
+    help="With --hook, the JSON the client reads: claude (Claude Code, Codex, Gemini CLI, Qwen Code: "
+    "hookSpecificOutput.additionalContext), copilot (GitHub Copilot CLI: additionalContext), cursor (Cursor: "
+    "additional_context).",
+)
 @_sessionjournal_options
 @click.pass_context
 def brief(
@@ -414,6 +423,7 @@ def brief(
     project_root: str | None,
     output: str,
     hook: bool,
+    hook_format: str,
     journals: tuple[str, ...],
     workflow_ids: tuple[str, ...],
 ) -> None:
@@ -430,6 +440,7 @@ def brief(
             project_root,
             output="full" if output == "full" else "brief",
             hook=hook,
+            hook_format=hook_format,
             environ=os.environ,
             cwd=os.getcwd(),
             journal_specs=_journal_specs(ctx),

@@ -224,8 +224,10 @@ def brief_text(
     environ: Mapping[str, str],
     cwd: str,
     journal_specs: Sequence[JournalSpec] = (),
+    hook_format: str = "claude",
 ) -> str:
-    """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
+    """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as session-start hook output
+    in the JSON of ``hook_format`` (``render.HOOK_FORMATS``).
 
     The journals are ``journal_specs``, else ``CHECKPOINT_JOURNAL``, else the project's ``.mcp.json``.
 
@@ -236,7 +238,7 @@ def brief_text(
     root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
     setup = journals.configured(journal_specs, root=root.path, environ=environ, cwd=cwd)
     outcome = load(root, output=output, setup=setup)
-    return render.session_start_hook(outcome.text) if hook else outcome.text
+    return render.session_start_hook(outcome.text, hook_format) if hook else outcome.text
 
 
 def _lists_all_files(checkpoint: Checkpoint) -> bool:

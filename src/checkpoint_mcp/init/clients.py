@@ -208,6 +208,7 @@ CLIENTS: Final[dict[str, Client]] = {
         label="GitHub Copilot CLI",
         project_files=(os.path.join(".github", "mcp.json"), ".mcp.json"),
         user_file=UserFile(".copilot", "mcp-config.json", "COPILOT_HOME"),
+        entry_format="copilot",
         brief="copilot-hooks",
         hook_output="copilot",
         session_keys=(("tools", ["*"]),),

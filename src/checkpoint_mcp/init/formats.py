@@ -6,6 +6,8 @@ Every format turns a client's entry into the *plain* form the rest of `init` wor
 
 - ``standard``: the ``mcpServers`` entry most clients share (Claude Code, Cursor, VS Code, Claude Desktop, Copilot
   CLI, Cline): the plain form itself. A ``${…}`` is a client variable.
+- ``copilot``: GitHub Copilot CLI's, the standard entry whose stdio ``type`` is ``local`` (as ``copilot mcp add``
+  writes it; ``stdio`` is read too).
 - ``gemini``: Gemini CLI's and Qwen Code's, which name their transport by key (``httpUrl``, ``url``, ``command``:
   ``gemini.classify``) and expand ``$VAR`` as well as ``${VAR}`` in every string of the file.
 - ``opencode``: OpenCode's ``mcp`` entries, ``{"type": "local", "command": [argv…], "environment": {…}}`` or
@@ -56,6 +58,21 @@ def _copy(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 STANDARD: Final = EntryFormat("standard", _standard_read, _same, _copy)
+
+
+def _copilot_read(name: str, entry: object, path: str) -> tuple[Shape, dict[str, Any]]:
+    if isinstance(entry, dict) and entry.get("type") == "local":
+        plain = {**entry, "type": "stdio"}
+        return clients.classify(name, plain, path), plain
+    return _standard_read(name, entry, path)
+
+
+def _copilot_write(plain: dict[str, Any]) -> dict[str, Any]:
+    """A stdio entry as Copilot writes one: ``type`` ``local``, first."""
+    return {"type": "local", **{key: value for key, value in plain.items() if key != "type"}}
+
+
+COPILOT: Final = EntryFormat("copilot", _copilot_read, _same, _copilot_write)
 GEMINI: Final = EntryFormat("gemini", gemini.classify, _same, _copy, gemini.holds_variable)
 
 
@@ -115,7 +132,7 @@ def _opencode_write(plain: dict[str, Any]) -> dict[str, Any]:
 
 OPENCODE: Final = EntryFormat("opencode", _opencode_read, _opencode_view, _opencode_write, _opencode_holds)
 
-FORMATS: Final[dict[str, EntryFormat]] = {each.name: each for each in (STANDARD, GEMINI, OPENCODE)}
+FORMATS: Final[dict[str, EntryFormat]] = {each.name: each for each in (STANDARD, COPILOT, GEMINI, OPENCODE)}
 
 
 def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:

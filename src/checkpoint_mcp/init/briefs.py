@@ -38,6 +38,16 @@ CURSOR_HOOKS: Final = os.path.join(".cursor", "hooks.json")
 OPENCODE_PLUGIN: Final = os.path.join(".opencode", "plugin", "checkpoint-brief.js")
 CLINE_PLUGIN: Final = os.path.join(".cline", "plugins", "checkpoint-brief.js")
 PLUGIN_TIMEOUT_MS: Final = wrap.HOOK_TIMEOUT * 1000
+KINDS: Final = (
+    "claude-settings",
+    "gemini-settings",
+    "codex-toml",
+    "qwen-settings",
+    "copilot-hooks",
+    "cursor-hooks",
+    "opencode-plugin",
+    "cline-plugin",
+)
 
 
 @dataclass(frozen=True)

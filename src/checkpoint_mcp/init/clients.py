@@ -270,11 +270,14 @@ def files_of(client: Client, project: str, environ: Mapping[str, str], platform:
 
 
 def configured(project: str, environ: Mapping[str, str], platform: str = sys.platform) -> list[tuple[Client, str]]:
-    """The clients that have a file of servers for ``project`` (in it, or in the home folder), each with the
+    """The clients that have a file of their own for ``project`` (in it, or in the home folder), each with the
     first such file."""
     found = []
     for client in CLIENTS.values():
-        existing = [path for path in files_of(client, project, environ, platform) if os.path.isfile(path)]
+        # A file a client shares with another (Copilot's and Qwen's ``.mcp.json`` is Claude Code's) names the other.
+        shared = {os.path.join(project, name) for name in client.project_files[1:]}
+        paths = [path for path in files_of(client, project, environ, platform) if path not in shared]
+        existing = [path for path in paths if os.path.isfile(path)]
         if existing:
             found.append((client, existing[0]))
     return found

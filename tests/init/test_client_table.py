@@ -115,3 +115,21 @@ def test_a_client_without_a_local_scope_refuses_it_by_its_name(tmp_path: Path) -
     cline = run_init("--project", str(tmp_path), "--client", "cline", "--scope", "project")
     assert cline.returncode == 2
     assert "--scope is for --client" in cline.stderr
+
+
+def test_copilot_leaves_claude_code_s_session_server_in_the_shared_mcp_json_as_it_is(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"effects": python_entry(str(EFFECTS))}}))
+    assert run_init("--project", str(project), "--no-policy").returncode == 0
+    claude_code = (project / ".mcp.json").read_bytes()
+
+    done = run_init("--project", str(project), "--client", "copilot", "--no-policy")
+    assert done.returncode == 0, done.stderr
+    assert (project / ".mcp.json").read_bytes() == claude_code, "Claude Code's bare session server keeps its args"
+    assert "left alone: effects (already runs checkpoint)" in done.stderr
+    assert "left alone: checkpoint-session (already runs checkpoint)" in done.stderr
+    hook = json.loads((project / ".github" / "hooks" / "checkpoint-brief.json").read_text())
+    [start] = hook["hooks"]["sessionStart"]
+    assert f"--journal {project / '.checkpoint' / 'journal.db'} --workflow-id effects" in start["bash"]
+    assert not (project / ".github" / "mcp.json").exists(), "Copilot reads the session server from .mcp.json"

@@ -124,6 +124,10 @@ def plan(client: clients.Client, asked: Asked) -> Outcome:
         outcome.session = wrap.free_server_name(home.servers)
         home.servers[outcome.session] = _session_entry(client, entries, asked, journals)
     for file, name in sessions:
+        if file.loaded.path in _shared(client, asked.project):
+            # Another client's file (Claude Code's .mcp.json): its session server is its own, left as it is.
+            outcome.left_alone.append((name, "already runs checkpoint"))
+            continue
         base = asked.project if file.scope == scopes.PROJECT else os.path.dirname(file.loaded.path)
         missing = _missing(journals, formats.journals_of(entries.view(file.servers[name]), base))
         if missing:
@@ -251,6 +255,11 @@ def _with_journals(entries: formats.EntryFormat, entry: dict[str, Any], journals
     if entries.name == "opencode":
         return {**entry, "command": [*entry["command"], *formats.pairs_args(journals)]}
     return wrap.with_journals(entry, journals)
+
+
+def _shared(client: clients.Client, project: str) -> set[str]:
+    """The client's project files that another client writes too (Copilot's and Qwen's ``.mcp.json``)."""
+    return {os.path.join(project, name) for name in client.project_files[1:]}
 
 
 def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

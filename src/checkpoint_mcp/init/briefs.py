@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -65,8 +66,6 @@ class Brief:
 
     def shell(self, *hook: str) -> str:
         """The same, as one shell command line."""
-        import shlex
-
         return shlex.join(self.argv(*hook))
 
 

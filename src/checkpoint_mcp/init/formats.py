@@ -18,6 +18,7 @@ Every format turns a client's entry into the *plain* form the rest of `init` wor
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -138,8 +139,6 @@ FORMATS: Final[dict[str, EntryFormat]] = {each.name: each for each in (STANDARD,
 def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
     """The (journal, workflow) pairs an entry that runs ``checkpoint`` writes to (relative paths are relative to
     ``base``)."""
-    import os
-
     from checkpoint_mcp.journal import default_workflow_id
     from checkpoint_mcp.session.journals import pair_options
 

@@ -375,18 +375,7 @@ def _check_names(path: str, servers: Mapping[str, Any], only: Sequence[str], ski
 def _journals_of(entry: Mapping[str, Any], project: str) -> list[tuple[str, str]]:
     """The (journal, workflow) pairs an entry that already runs ``checkpoint`` writes to (relative paths are
     relative to the project, as the session server reads them from ``.mcp.json``)."""
-    from checkpoint_mcp.journal import default_workflow_id
-    from checkpoint_mcp.session.journals import pair_options
-
-    args = entry.get("args", [])
-    strings = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
-    pairs = []
-    for spec in pair_options(strings):
-        location = spec.location
-        if not location.startswith(("postgresql://", "postgres://")):
-            location = os.path.join(project, os.path.expanduser(location))
-        pairs.append((location, spec.workflow or default_workflow_id(location)))
-    return pairs
+    return formats.journals_of(entry, project)
 
 
 def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -49,3 +49,24 @@ def codex() -> Path:
     """The Codex CLI's native binary (npm ``@openai/codex``; the binary is in its optional dependency
     ``@openai/codex-linux-x64``)."""
     return _require(MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex")
+
+
+def opencode() -> Path:
+    """The OpenCode CLI's native binary (npm ``opencode-ai``; its postinstall put the platform's binary in place)."""
+    return _require(MODULES / "opencode-ai" / "bin" / "opencode.exe")
+
+
+def copilot() -> Path:
+    """The GitHub Copilot CLI's native binary (npm ``@github/copilot``; the binary is in its optional dependency
+    ``@github/copilot-linux-x64``)."""
+    return _require(MODULES / "@github" / "copilot-linux-x64" / "copilot")
+
+
+def cline() -> list[str]:
+    """The argv that runs the Cline CLI (npm ``cline``: a Node resolver in front of the platform's binary)."""
+    return package_bin("cline", "bin/cline")
+
+
+def qwen() -> list[str]:
+    """The argv that runs Qwen Code (npm ``@qwen-code/qwen-code``) with Node 22 (it needs Node >= 22)."""
+    return package_bin("@qwen-code/qwen-code", "cli-entry.js")

@@ -429,8 +429,17 @@ def session(ctx: click.Context, journals: tuple[str, ...], workflow_ids: tuple[s
 @click.option(
     "--hook",
     is_flag=True,
-    help="Print Claude Code SessionStart hook JSON carrying the brief, and record the session start in the journals "
-    "(its source read from the hook's JSON on stdin).",
+    help="Print session-start hook JSON carrying the brief (see --hook-format), and record the session start in the "
+    "journals (its source read from the hook's JSON on stdin).",
+)
+@click.option(
+    "--hook-format",
+    type=click.Choice(["claude", "copilot", "cursor"]),
+    default="claude",
+    show_default=True,
+    help="With --hook, the JSON the client reads: claude (Claude Code, Codex, Gemini CLI, Qwen Code: "
+    "hookSpecificOutput.additionalContext), copilot (GitHub Copilot CLI: additionalContext), cursor (Cursor: "
+    "additional_context).",
 )
 @click.option(
     "--session-start",
@@ -446,6 +455,7 @@ def brief(
     project_root: str | None,
     output: str,
     hook: bool,
+    hook_format: str,
     session_start: str | None,
     journals: tuple[str, ...],
     workflow_ids: tuple[str, ...],
@@ -465,6 +475,7 @@ def brief(
             project_root,
             output="full" if output == "full" else "brief",
             hook=hook,
+            hook_format=hook_format,
             environ=os.environ,
             cwd=os.getcwd(),
             journal_specs=_journal_specs(ctx),

@@ -1,11 +1,14 @@
 """`checkpoint init`: put Checkpoint in front of the MCP servers a project already has, and take it away again.
 
-``clients`` (where each client keeps its servers, and the shape of its file) · ``wrap`` (one entry rewritten to
-run through ``checkpoint``, the session server, the SessionStart hook) · ``files`` (reading, diffs, atomic
-writes, the kept originals and ``--undo``) · ``codex`` (Codex CLI's ``config.toml`` files, kept in their layout
-by ``tomlkit``) · ``policies`` (the active policy written for each server from its
-tools) · ``plan`` (the whole run: every file's new text decided before anything is written) · ``command`` (the
-click command, which ``cli`` registers).
+``clients`` (the one table of clients: where each keeps its servers per scope, its entry format, how its
+sessions get the brief, its quirks) · ``formats`` (each client's server entry read into the plain form and written
+back) · ``wrap`` (one entry rewritten to run through ``checkpoint``, the session server, the SessionStart hook) ·
+``briefs`` (the hooks and generated plugins that hand a new session the brief) · ``files`` (reading, diffs,
+atomic writes, the kept originals and ``--undo``) · ``codex`` (Codex CLI's ``config.toml`` files, kept in their
+layout by ``tomlkit``) · ``gemini`` (Gemini CLI's entries and hooks) · ``client_files`` (the run of a client the
+table describes whole: OpenCode, Copilot CLI, Cline, Qwen Code) · ``policies`` (the active policy written for
+each server from its tools) · ``plan`` (the whole run: every file's new text decided before anything is written)
+· ``command`` (the click command, which ``cli`` registers).
 
 This room reads and writes client configuration files only. It imports ``errors`` and, for the journals a
 session server should read, ``session.journals`` (and ``journal``'s default workflow name); never a pump, a

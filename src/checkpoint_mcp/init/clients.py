@@ -16,6 +16,19 @@ The clients, as they document their files:
 - **Gemini CLI**, project scope: ``<project>/.gemini/settings.json`` with ``mcpServers`` and, in the same file,
   its hooks; its entries name their transport by key (``httpUrl``, ``url``, ``command``): ``gemini`` reads them.
 
+- **OpenCode**: ``opencode.json`` (or ``opencode.jsonc``) in the project and ``~/.config/opencode/opencode.json``,
+  servers under ``mcp`` in a shape of its own (``formats.OPENCODE``); the brief by a generated plugin.
+- **GitHub Copilot CLI**: ``<project>/.github/mcp.json`` and ``.mcp.json`` (read only in a folder the user trusts),
+  ``~/.copilot/mcp-config.json`` (``$COPILOT_HOME``); the brief by a hook file of its own.
+- **Cline** (CLI): one file per user, ``~/.cline/data/settings/cline_mcp_settings.json`` (``$CLINE_DIR``); the brief
+  by a generated plugin in the project.
+- **Qwen Code** (a Gemini CLI fork): ``<project>/.qwen/settings.json``, ``.mcp.json`` and ``~/.qwen/settings.json``,
+  Gemini's entry shape and hooks.
+
+``CLIENTS`` is the one table of them: each client is one entry of data (where its files live per scope, which
+entry format, how a session start gets the brief and what its hook prints, its quirks); the behaviour each names
+lives in ``formats`` (entry shapes) and ``briefs`` (hooks and plugins). Adding a client is an entry and its tests.
+
 A server entry is either *stdio* (``command``, ``args``, ``env``) or *HTTP* (``url``, ``headers``; ``type``
 ``http``, ``sse`` or ``streamable-http``, or no ``type`` at all). Anything else is refused by name.
 """
@@ -36,14 +49,40 @@ VSCODE: Final = "vscode"
 CLAUDE_DESKTOP: Final = "claude-desktop"
 GEMINI: Final = "gemini"
 CODEX: Final = "codex"
+OPENCODE: Final = "opencode"
+COPILOT: Final = "copilot"
+CLINE: Final = "cline"
+QWEN: Final = "qwen"
+
+PROJECT: Final = "project"
+USER: Final = "user"
 
 STDIO_TYPES: Final = frozenset({"stdio"})
 HTTP_TYPES: Final = frozenset({"http", "sse", "streamable-http", "streamableHttp"})
 
 
 @dataclass(frozen=True)
+class UserFile:
+    """Where a client keeps its user-wide file: ``$<env>/<under>/<name>`` when the variable is set, else
+    ``~/<default>/<name>``."""
+
+    default: str
+    name: str
+    env: str | None = None
+    under: str = ""
+
+    def path(self, environ: Mapping[str, str]) -> str:
+        """The file's absolute path."""
+        if self.env and environ.get(self.env):
+            return os.path.join(environ[self.env], self.under, self.name)
+        home = environ.get("HOME") or os.path.expanduser("~")
+        return os.path.join(home, self.default, self.name)
+
+
+@dataclass(frozen=True)
 class Client:
-    """One MCP client: its name on the command line, and the key of its file that holds the servers."""
+    """One MCP client, one entry of the table: its files per scope, the shape of its entries, how its sessions get
+    the brief, and its quirks."""
 
     name: str
     servers_key: str
@@ -52,33 +91,196 @@ class Client:
     finds_journals: bool
     """Whether a bare `checkpoint session` it starts finds the project and its journals by itself (Claude Code
     sets ``CLAUDE_PROJECT_DIR``, and the session reads the journals from the project's ``.mcp.json``)."""
+    label: str = ""
+    """Its name for people."""
+    project_files: tuple[str, ...] = ()
+    """The files of its project-scope servers, relative to the project: all are read; the first gets the session
+    server (none: it has no project scope)."""
+    user_file: UserFile | None = None
+    """Its user-wide file of servers, started in every project (None: it has none that `init` wraps)."""
+    entry_format: str = "standard"
+    """The shape of a server entry: a key of ``formats.FORMATS``."""
+    brief: str | None = None
+    """How a session start gets the brief: a kind of ``briefs`` (None: it has no hook `init` can use)."""
+    hook_output: str = "claude"
+    """What its hook must print (``checkpoint brief --hook --hook-format``): ``claude`` (``hookSpecificOutput``),
+    ``copilot`` (``additionalContext``), ``cursor`` (``additional_context``), or ``text`` (a plugin's)."""
+    session_keys: tuple[tuple[str, object], ...] = ()
+    """Keys the session server's entry gets beside its command (Cline's ``timeout``)."""
+    notes: tuple[str, ...] = ()
+    """What the user must still do for the client to run what `init` wrote; ``{project}`` and ``{servers}`` are
+    filled in."""
+    planner: str = "json"
+    """Which run of `init` writes its files: ``json`` (``plan``), ``codex`` (``codex``), ``files`` (the table's
+    own, ``client_files``)."""
 
+    def scopes(self) -> tuple[str, ...]:
+        """The scopes it has files for."""
+        return tuple(s for s, has in ((PROJECT, bool(self.project_files)), (USER, self.user_file)) if has)
+
+
+CLINE_SESSION_TIMEOUT: Final = 30
+"""Seconds Cline gives the session server to connect (Cline 3.0.65 gives an entry without ``timeout`` 3 s, which
+the session server missed on a loaded machine)."""
+OPENCODE_SESSION_TIMEOUT_MS: Final = 30_000
+"""Milliseconds OpenCode waits for the session server's tools (its default, 5 s, is tight on a loaded machine)."""
+QWEN_APPROVE_NOTE: Final = (
+    "Qwen Code starts a project's server only once you approve it, and a rewritten entry is pending again: run "
+    "`qwen mcp approve <name>` in {project} for each of {servers} (or approve them when qwen asks)"
+)
+COPILOT_TRUST_NOTE: Final = (
+    "GitHub Copilot CLI reads a project's .github/mcp.json, .mcp.json and hooks only in a folder you trust: trust "
+    "{project} when copilot asks (it keeps the answer in trustedFolders of ~/.copilot/config.json)"
+)
 
 CLIENTS: Final[dict[str, Client]] = {
-    CLAUDE_CODE: Client(CLAUDE_CODE, "mcpServers", hook=True, finds_journals=True),
-    CURSOR: Client(CURSOR, "mcpServers", hook=False, finds_journals=False),
-    VSCODE: Client(VSCODE, "servers", hook=False, finds_journals=False),
-    CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False),
+    CLAUDE_CODE: Client(
+        CLAUDE_CODE,
+        "mcpServers",
+        hook=True,
+        finds_journals=True,
+        label="Claude Code",
+        project_files=(".mcp.json",),
+        brief="claude-settings",
+    ),
+    CURSOR: Client(
+        CURSOR,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="Cursor",
+        project_files=(os.path.join(".cursor", "mcp.json"),),
+        brief="cursor-hooks",
+        hook_output="cursor",
+    ),
+    VSCODE: Client(
+        VSCODE,
+        "servers",
+        hook=False,
+        finds_journals=False,
+        label="VS Code",
+        project_files=(os.path.join(".vscode", "mcp.json"),),
+    ),
+    CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False, label="Claude Desktop"),
     # Gemini's hook goes in the file of its servers (``gemini``); its session server is told the journals.
-    GEMINI: Client(GEMINI, "mcpServers", hook=False, finds_journals=False),
+    GEMINI: Client(
+        GEMINI,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="Gemini CLI",
+        project_files=(os.path.join(".gemini", "settings.json"),),
+        user_file=UserFile(".gemini", "settings.json", "GEMINI_CLI_HOME", ".gemini"),
+        entry_format="gemini",
+        brief="gemini-settings",
+    ),
     # Codex's files are TOML, with servers under ``mcp_servers``: ``init.codex`` reads and writes them.
-    CODEX: Client(CODEX, "mcp_servers", hook=True, finds_journals=False),
+    CODEX: Client(
+        CODEX,
+        "mcp_servers",
+        hook=True,
+        finds_journals=False,
+        label="Codex CLI",
+        project_files=(os.path.join(".codex", "config.toml"),),
+        user_file=UserFile(".codex", "config.toml", "CODEX_HOME"),
+        brief="codex-toml",
+        planner="codex",
+    ),
+    OPENCODE: Client(
+        OPENCODE,
+        "mcp",
+        hook=False,
+        finds_journals=False,
+        label="OpenCode",
+        project_files=("opencode.json", "opencode.jsonc"),
+        user_file=UserFile(os.path.join(".config", "opencode"), "opencode.json", "XDG_CONFIG_HOME", "opencode"),
+        entry_format="opencode",
+        brief="opencode-plugin",
+        hook_output="text",
+        session_keys=(("enabled", True), ("timeout", OPENCODE_SESSION_TIMEOUT_MS)),
+        planner="files",
+    ),
+    COPILOT: Client(
+        COPILOT,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="GitHub Copilot CLI",
+        project_files=(os.path.join(".github", "mcp.json"), ".mcp.json"),
+        user_file=UserFile(".copilot", "mcp-config.json", "COPILOT_HOME"),
+        entry_format="copilot",
+        brief="copilot-hooks",
+        hook_output="copilot",
+        session_keys=(("tools", ["*"]),),
+        notes=(COPILOT_TRUST_NOTE,),
+        planner="files",
+    ),
+    CLINE: Client(
+        CLINE,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="Cline",
+        user_file=UserFile(
+            os.path.join(".cline", "data", "settings"),
+            "cline_mcp_settings.json",
+            "CLINE_DIR",
+            os.path.join("data", "settings"),
+        ),
+        brief="cline-plugin",
+        hook_output="text",
+        session_keys=(("timeout", CLINE_SESSION_TIMEOUT),),
+        planner="files",
+    ),
+    QWEN: Client(
+        QWEN,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="Qwen Code",
+        project_files=(os.path.join(".qwen", "settings.json"), ".mcp.json"),
+        user_file=UserFile(".qwen", "settings.json"),
+        entry_format="gemini",
+        brief="qwen-settings",
+        notes=(QWEN_APPROVE_NOTE,),
+        planner="files",
+    ),
 }
 
 
 def config_path(client: Client, project: str, environ: Mapping[str, str], platform: str = sys.platform) -> str:
-    """The absolute path of the file where ``client`` keeps its servers for ``project``."""
-    if client.name == CLAUDE_CODE:
-        return os.path.join(project, ".mcp.json")
-    if client.name == CURSOR:
-        return os.path.join(project, ".cursor", "mcp.json")
-    if client.name == VSCODE:
-        return os.path.join(project, ".vscode", "mcp.json")
-    if client.name == GEMINI:
-        return os.path.join(project, ".gemini", "settings.json")
-    if client.name == CODEX:
-        return os.path.join(project, ".codex", "config.toml")
+    """The absolute path of the file where ``client`` keeps its servers for ``project`` (the first of its project
+    files; Claude Desktop's per-user file)."""
+    if client.project_files:
+        return os.path.join(project, client.project_files[0])
     return desktop_config_path(environ, platform)
+
+
+def files_of(client: Client, project: str, environ: Mapping[str, str], platform: str = sys.platform) -> list[str]:
+    """Every file where ``client`` may keep servers for ``project``: its project files, then its user file (Claude
+    Code's ``~/.claude.json``, Claude Desktop's per-user file)."""
+    paths = [os.path.join(project, name) for name in client.project_files]
+    if client.user_file is not None:
+        paths.append(client.user_file.path(environ))
+    if client.name == CLAUDE_CODE:
+        paths.append(os.path.join(environ.get("CLAUDE_CONFIG_DIR") or environ.get("HOME") or "~", ".claude.json"))
+    if client.name == CLAUDE_DESKTOP:
+        paths.append(desktop_config_path(environ, platform))
+    return paths
+
+
+def configured(project: str, environ: Mapping[str, str], platform: str = sys.platform) -> list[tuple[Client, str]]:
+    """The clients that have a file of their own for ``project`` (in it, or in the home folder), each with the
+    first such file."""
+    found = []
+    for client in CLIENTS.values():
+        # A file a client shares with another (Copilot's and Qwen's ``.mcp.json`` is Claude Code's) names the other.
+        shared = {os.path.join(project, name) for name in client.project_files[1:]}
+        paths = [path for path in files_of(client, project, environ, platform) if path not in shared]
+        existing = [path for path in paths if os.path.isfile(path)]
+        if existing:
+            found.append((client, existing[0]))
+    return found
 
 
 def desktop_config_path(environ: Mapping[str, str], platform: str = sys.platform) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import click
 
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.init.clients import CLIENTS, configured
 from checkpoint_mcp.init.policies import ToolLister
 
 DEFAULT_LIST_TIMEOUT = 10.0  # seconds each server has to start and list its tools (all are asked at once)
@@ -35,12 +36,15 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--client",
-    type=click.Choice(["claude-code", "cursor", "vscode", "claude-desktop", "gemini", "codex"]),
-    default="claude-code",
-    show_default=True,
-    help="Whose configuration: Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json), "
-    "VS Code (.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json), "
-    "Codex CLI (.codex/config.toml and ~/.codex/config.toml).",
+    type=click.Choice(list(CLIENTS)),
+    default=None,
+    help="Whose configuration (default: claude-code, and init names every other client it finds configured): "
+    "Claude Code (.mcp.json and .claude/settings.json), Cursor (.cursor/mcp.json, .cursor/hooks.json), VS Code "
+    "(.vscode/mcp.json), Claude Desktop (claude_desktop_config.json), Gemini CLI (.gemini/settings.json), Codex CLI "
+    "(.codex/config.toml and ~/.codex/config.toml), OpenCode (opencode.json and ~/.config/opencode/opencode.json), "
+    "GitHub Copilot CLI (.github/mcp.json, .mcp.json and ~/.copilot/mcp-config.json), Cline "
+    "(~/.cline/data/settings/cline_mcp_settings.json), Qwen Code (.qwen/settings.json, .mcp.json and "
+    "~/.qwen/settings.json).",
 )
 @click.option(
     "--journal",
@@ -72,10 +76,10 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
     "scope",
     multiple=True,
     metavar="SCOPE",
-    help="Claude Code, Gemini and Codex: the scopes whose servers to wrap, local, project or user (repeatable, or "
-    "a,b). Default: all, each in its own file (Claude Code: .mcp.json; ~/.claude.json for local and user. Gemini: "
-    ".gemini/settings.json and ~/.gemini/settings.json. Codex: .codex/config.toml and ~/.codex/config.toml. Gemini "
-    "and Codex have no local scope).",
+    help="Claude Code, Gemini, Codex, OpenCode, Copilot and Qwen: the scopes whose servers to wrap, local, project "
+    "or user (repeatable, or a,b). Default: all, each in its own file (Claude Code: .mcp.json; ~/.claude.json for "
+    "local and user. The others: their project file and their user file, as --client says. Only Claude Code has a "
+    "local scope).",
 )
 @click.option("--only", multiple=True, metavar="NAME", help="Wrap only these servers (repeatable, or a,b).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
@@ -87,7 +91,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 def init(
     project: str,
-    client: str,
+    client: str | None,
     journal_location: str | None,
     policy: str | None,
     no_policy: bool,
@@ -109,14 +113,9 @@ def init(
 
     from checkpoint_mcp.init import files, plan, scopes, wrap
 
-    if scope and client not in ("claude-code", "gemini", "codex"):
-        raise click.UsageError(
-            "--scope is for --client claude-code, gemini or codex (the other clients have one file each)"
-        )
-    if client == "gemini" and "local" in _names(scope):
-        raise click.UsageError("Gemini CLI has two scopes, project and user (no local)")
-    if client == "codex" and "local" in _names(scope):
-        raise click.UsageError("Codex has no local scope: --scope project or user")
+    asked_client = client
+    client = client or "claude-code"
+    _check_scopes(client, _names(scope))
     if undo and dry_run:
         raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
     if policy is not None and no_policy:
@@ -150,3 +149,32 @@ def init(
         raise click.ClickException(str(exc)) from exc
     for line in plan.summary(result, dry_run=dry_run):
         click.echo(line, err=True)
+    if asked_client is None:
+        for line in _found(project, client):
+            click.echo(line, err=True)
+
+
+def _check_scopes(client: str, scopes: tuple[str, ...]) -> None:
+    """Refuse a --scope the client does not have."""
+    scoped = [name for name, each in CLIENTS.items() if len(each.scopes()) > 1 or name == "claude-code"]
+    if scopes and client not in scoped:
+        raise click.UsageError(f"--scope is for --client {', '.join(scoped)} (the other clients have one file each)")
+    if client == "gemini" and "local" in scopes:
+        raise click.UsageError("Gemini CLI has two scopes, project and user (no local)")
+    if client == "codex" and "local" in scopes:
+        raise click.UsageError("Codex has no local scope: --scope project or user")
+    if client != "claude-code" and "local" in scopes:
+        raise click.UsageError(f"{CLIENTS[client].label} has no local scope: --scope project or user")
+
+
+def _found(project: str, wrapped: str) -> list[str]:
+    """Which clients have servers configured for the project (in it or in the home folder), and which one this
+    run wrapped: said when no --client was given."""
+    found = configured(project, os.environ)
+    if not found:
+        return ["clients found configured here: none"]
+    lines = ["clients found configured here: " + ", ".join(f"{c.label} ({path})" for c, path in found)]
+    others = [c for c, _ in found if c.name != wrapped]
+    lines.append(f"this run wrapped {CLIENTS[wrapped].label}'s servers (the default without --client)")
+    lines += [f"  to wrap {c.label}'s servers too: checkpoint init --client {c.name}" for c in others]
+    return lines

@@ -47,11 +47,14 @@ class Loaded:
     value: Any
 
 
-def load_json(path: str) -> Loaded:
-    """Read and parse a JSON configuration file; a missing file reads as ``{}``.
+def load_json(path: str, *, comments_refused: bool = False) -> Loaded:
+    """Read and parse a JSON configuration file; a missing file reads as ``{}``. With ``comments_refused``, a file
+    its client reads as JSONC and that holds a comment is refused by name: `init` rewrites the whole file, and
+    would drop them.
 
     Raises:
-        ClientConfigError: it cannot be read, is not UTF-8, or is not valid JSON (with line and column).
+        ClientConfigError: it cannot be read, is not UTF-8, holds a comment (when refused), or is not valid JSON
+            (with line and column).
     """
     try:
         with open(path, "rb") as handle:
@@ -63,12 +66,38 @@ def load_json(path: str) -> Loaded:
     if not raw.strip():
         return Loaded(path, raw, {})
     try:
+        if comments_refused:
+            line = comment_line(raw.decode("utf-8-sig"))
+            if line is not None:
+                raise ClientConfigError(
+                    path,
+                    f"holds comments (the first on line {line}): `init` rewrites the whole file and would drop them; "
+                    "move them out of it (or wrap this client's servers by hand)",
+                )
         value = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise ClientConfigError(path, "is not UTF-8 text") from exc
     except json.JSONDecodeError as exc:
         raise ClientConfigError(path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     return Loaded(path, raw, value)
+
+
+def comment_line(text: str) -> int | None:
+    """The line of the first ``//`` or ``/* */`` comment outside a string in JSONC ``text`` (None: it has none)."""
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "/" and text[index + 1 : index + 2] in ("/", "*"):
+            return text.count("\n", 0, index) + 1
+    return None
 
 
 def render_json(value: Any, like: bytes | None) -> bytes:

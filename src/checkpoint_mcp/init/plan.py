@@ -17,7 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
-from checkpoint_mcp.init import claude_json, clients, codex, gemini, policies, scopes, wrap
+from checkpoint_mcp.init import (
+    briefs,
+    claude_json,
+    client_files,
+    clients,
+    codex,
+    formats,
+    gemini,
+    policies,
+    scopes,
+    wrap,
+)
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 STATE_FOLDER: Final = ".checkpoint"
@@ -63,6 +74,8 @@ class Request:
 class Plan:
     """The files to write, and what they say."""
 
+    client: str = clients.CLAUDE_CODE
+
     changes: list[Change] = field(default_factory=list)
     wrapped: list[str] = field(default_factory=list)
     left_alone: list[tuple[str, str]] = field(default_factory=list)
@@ -74,6 +87,8 @@ class Plan:
     upgraded: list[str] = field(default_factory=list)
     """Servers an older `init` wrapped whose headers now go by ``--upstream-header-env``."""
     hook: bool = False
+    brief_where: str | None = None
+    """Where the brief's hook went, when not Claude Code's SessionStart hook (Cursor's ``.cursor/hooks.json``)."""
     hook_repaired: bool = False
     """The brief hook an older ``init`` wrote had its matcher widened to every session source."""
     ignored_checkpoint: bool = False
@@ -91,6 +106,8 @@ class Plan:
     """What the user must still do for the client to run what `init` wrote (Gemini: trust the folder)."""
     codex: codex.Outcome | None = None
     """What `init --client codex` did to Codex's files."""
+    files: client_files.Outcome | None = None
+    """What `init` did to the files of a client the table describes whole (``client_files``)."""
 
 
 def plan(request: Request) -> Plan:
@@ -104,11 +121,13 @@ def plan(request: Request) -> Plan:
     client = clients.CLIENTS[request.client]
     path = clients.config_path(client, project, request.environ)
     journal = _journal(request.journal, project)
-    result = Plan()
+    result = Plan(client=client.name)
     policy = os.path.abspath(os.path.expanduser(request.policy)) if request.policy else None
     wrapping = wrap.Wrapping(request.launcher, journal, policy)
-    if client.name == clients.CODEX:
+    if client.planner == "codex":
         return _plan_codex(request, project, wrapping, result)
+    if client.planner == "files":
+        return _plan_files(request, client, project, wrapping, result)
 
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
@@ -123,10 +142,11 @@ def plan(request: Request) -> Plan:
     _session_servers(servers, sessions, journals, wrapping, project, client, result)
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
-    if client.name == clients.GEMINI:
+    if client.brief == "gemini-settings":
         _gemini_hook(document, path, request.launcher, result)
     if document != loaded.value:
         result.changes.append(Change(path, loaded.raw, render_json(document, loaded.raw)))
+    _cursor_hook(client, project, request.launcher, journals, result)
     if client.hook:
         hook_change = _hook_change(project, request.launcher)
         if hook_change is not None:
@@ -160,9 +180,9 @@ def _user_files(
         InitError: --only or --skip names a server no file has.
     """
     found = user = None
-    if client.name == clients.CLAUDE_CODE:
+    if client.brief == "claude-settings":
         found = scopes.read_for(project, request.environ, request.scopes)
-    elif client.name == clients.GEMINI:
+    elif client.brief == "gemini-settings":
         user = gemini.read_user(request.environ)
     if found is not None:
         _check_names(f"{path} or {found.loaded.path}", {**found.names(), **servers}, request.only, request.skip)
@@ -225,6 +245,35 @@ def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result:
     return result
 
 
+def _plan_files(request: Request, client: clients.Client, project: str, wrapping: wrap.Wrapping, result: Plan) -> Plan:
+    """``plan`` for a client the table describes whole (``client_files``), with the same policies and state files.
+
+    Raises:
+        ClientConfigError: a file cannot be read, or an entry is of a shape `init` does not know.
+        InitError: --only or --skip names a server no file has.
+    """
+    to_ask: dict[str, tuple[policies.Server, str]] = {}
+    taken: set[str] = set()
+    own_policy = request.policy is None and not request.no_policy
+    policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
+    scoped = tuple(scope for scope in request.scopes if scope in client.scopes())
+    asked = client_files.Asked(project, scoped, request.only, request.skip, wrapping, request.environ, policy_of)
+    outcome = client_files.plan(client, asked)
+    result.files = outcome
+    result.changes += outcome.changes
+    result.wrapped += [w.name for w in outcome.wrapped]
+    result.scoped += [w for w in outcome.wrapped if w.scope == scopes.USER]
+    result.notes += outcome.notes
+    if outcome.changes:
+        ignore = _ignore_checkpoint_file(project)
+        if ignore is not None:
+            result.changes.append(ignore)
+            result.ignored_checkpoint = True
+        result.changes += _policy_changes(to_ask, request.tools_of, result)
+        result.changes += _state_files(project)
+    return result
+
+
 def _wrap_servers(
     servers: dict[str, Any],
     request: Request,
@@ -267,7 +316,7 @@ def _wrap_servers(
             if own_policy:
                 folder = os.path.join(project, policies.POLICIES_FOLDER)
                 server_wrapping = _own_policy(project, folder, name, entry, shape, env, wrapping, taken, to_ask)
-            holds = gemini.holds_variable if client.name == clients.GEMINI else wrap.holds_client_variable
+            holds = formats.FORMATS[client.entry_format].holds_variable
             servers[name] = wrap.wrap(name, entry, shape, server_wrapping, holds_variable=holds)
             result.wrapped.append(name)
             journals.append((wrapping.journal, name))
@@ -282,11 +331,7 @@ def _classify(
     Raises:
         ClientConfigError: the entry is of a shape `init` does not know.
     """
-    if client.name == clients.GEMINI:
-        return gemini.classify(name, entry, path)
-    if not isinstance(entry, dict):
-        raise ClientConfigError(path, "the entry is not a JSON object", entry=name)
-    return clients.classify(name, entry, path), entry
+    return formats.FORMATS[client.entry_format].read(name, entry, path)
 
 
 def _session_servers(
@@ -330,18 +375,7 @@ def _check_names(path: str, servers: Mapping[str, Any], only: Sequence[str], ski
 def _journals_of(entry: Mapping[str, Any], project: str) -> list[tuple[str, str]]:
     """The (journal, workflow) pairs an entry that already runs ``checkpoint`` writes to (relative paths are
     relative to the project, as the session server reads them from ``.mcp.json``)."""
-    from checkpoint_mcp.journal import default_workflow_id
-    from checkpoint_mcp.session.journals import pair_options
-
-    args = entry.get("args", [])
-    strings = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
-    pairs = []
-    for spec in pair_options(strings):
-        location = spec.location
-        if not location.startswith(("postgresql://", "postgres://")):
-            location = os.path.join(project, os.path.expanduser(location))
-        pairs.append((location, spec.workflow or default_workflow_id(location)))
-    return pairs
+    return formats.journals_of(entry, project)
 
 
 def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -373,6 +407,28 @@ def _hook_change(project: str, launcher: wrap.Launcher) -> tuple[Change, bool] |
         if problem is not None:
             raise ClientConfigError(path, problem)
     return Change(path, loaded.raw, render_json(settings, loaded.raw)), repaired
+
+
+def _cursor_hook(
+    client: clients.Client,
+    project: str,
+    launcher: wrap.Launcher,
+    journals: Sequence[tuple[str, str]],
+    result: Plan,
+) -> None:
+    """Cursor's ``sessionStart`` hook in ``.cursor/hooks.json``, naming every journal of its wrapped servers: added,
+    or brought up to date once more servers are wrapped (any other client: nothing).
+
+    Raises:
+        ClientConfigError: the hooks file cannot be read, or is not of the shape Cursor reads.
+    """
+    if client.brief != "cursor-hooks" or not journals:
+        return
+    hook = briefs.owned_changes("cursor-hooks", briefs.Brief(project, launcher, briefs.unique(journals)))
+    if hook:
+        result.changes += hook
+        result.hook = True
+        result.brief_where = briefs.where("cursor-hooks")
 
 
 def _gemini_hook(document: Any, path: str, launcher: wrap.Launcher, result: Plan) -> None:
@@ -470,6 +526,9 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     lines = []
     if result.codex is not None:
         return [*codex.summary(result.codex, dry_run=dry_run), *_tail(result, dry_run=dry_run)]
+    if result.files is not None:
+        client = clients.CLIENTS[result.client]
+        return [*client_files.summary(client, result.files, dry_run=dry_run), *_tail(result, dry_run=dry_run)]
     if result.wrapped:
         lines.append(f"{verb}: {', '.join(result.wrapped)}")
     lines += scopes.summary(result.scoped, dry_run=dry_run)
@@ -481,7 +540,8 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     if result.session:
         lines.append(f"{'would add' if dry_run else 'added'} the session server as {result.session!r}")
     if result.hook:
-        lines.append(f"{'would add' if dry_run else 'added'} the SessionStart hook `checkpoint brief --hook`")
+        where = result.brief_where or "the SessionStart hook `checkpoint brief --hook`"
+        lines.append(f"{'would add' if dry_run else 'added'} {where}")
     if result.hook_repaired:
         lines.append(
             f"{'would widen' if dry_run else 'widened'} the SessionStart hook's matcher to {wrap.HOOK_MATCHER!r}"

@@ -218,7 +218,7 @@ def free_server_name(servers: Mapping[str, Any]) -> str:
     return _free(SESSION_NAME, servers)
 
 
-def _brief_groups(settings: Mapping[str, Any]) -> list[tuple[Any, bool]]:
+def brief_groups(settings: Mapping[str, Any]) -> list[tuple[Any, bool]]:
     """Every SessionStart group that runs ``checkpoint brief --hook``, each with whether ``init`` wrote it (the
     brief is its only hook)."""
     hooks = settings.get("hooks", {})
@@ -239,7 +239,7 @@ def _is_brief(hook: Any) -> bool:
 
 def has_brief_hook(settings: Mapping[str, Any]) -> bool:
     """Whether Claude Code settings already run ``checkpoint brief --hook`` at SessionStart."""
-    return bool(_brief_groups(settings))
+    return bool(brief_groups(settings))
 
 
 def repair_brief_matcher(settings: dict[str, Any]) -> bool:
@@ -247,7 +247,7 @@ def repair_brief_matcher(settings: dict[str, Any]) -> bool:
     left out ``resume``); a group holding the user's own hooks is left as it is. Returns whether anything changed.
     """
     changed = False
-    for group, ours in _brief_groups(settings):
+    for group, ours in brief_groups(settings):
         matcher = group.get("matcher")
         if not ours or not isinstance(matcher, str) or matcher in ("", "*"):
             continue  # not init's, or it already matches every source

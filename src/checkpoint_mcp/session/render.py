@@ -376,8 +376,17 @@ def full(
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 
-def session_start_hook(context: str) -> str:
-    """Claude Code's SessionStart hook output, which adds ``context`` to the new session."""
+HOOK_FORMATS = ("claude", "copilot", "cursor")
+"""What a session-start hook prints, per client: ``claude`` (Claude Code, and the Codex, Gemini and Qwen hooks that
+read the same JSON), ``copilot`` (GitHub Copilot CLI's ``sessionStart``), ``cursor`` (Cursor's ``sessionStart``)."""
+
+
+def session_start_hook(context: str, shape: str = "claude") -> str:
+    """A session-start hook's output, which adds ``context`` to the new session, in the JSON its client reads."""
+    if shape == "copilot":
+        return json.dumps({"additionalContext": context}, ensure_ascii=False)
+    if shape == "cursor":
+        return json.dumps({"additional_context": context}, ensure_ascii=False)
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}},
         ensure_ascii=False,

@@ -225,8 +225,10 @@ def brief_text(
     cwd: str,
     journal_specs: Sequence[JournalSpec] = (),
     session_start: str | None = None,
+    hook_format: str = "claude",
 ) -> str:
-    """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as SessionStart hook output.
+    """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as session-start hook output
+    in the JSON of ``hook_format`` (``render.HOOK_FORMATS``).
 
     The journals are ``journal_specs``, else ``CHECKPOINT_JOURNAL``, else the project's ``.mcp.json``.
     ``session_start``: the agent's client is starting a session (its source: ``startup``, ``resume``, ``clear``,
@@ -242,7 +244,7 @@ def brief_text(
     if session_start is not None:
         journals.mark_session_start(setup, session_start)
     outcome = load(root, output=output, setup=setup)
-    return render.session_start_hook(outcome.text) if hook else outcome.text
+    return render.session_start_hook(outcome.text, hook_format) if hook else outcome.text
 
 
 def _lists_all_files(checkpoint: Checkpoint) -> bool:

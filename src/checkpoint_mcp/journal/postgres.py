@@ -68,6 +68,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _COMMON[4],
     5: _COMMON[5],
     6: _COMMON[6],
+    7: _COMMON[7],
 }
 """version -> statements that bring a journal from version-1 to version."""
 

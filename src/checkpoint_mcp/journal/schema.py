@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 
@@ -131,5 +131,20 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             )
             """,
             "CREATE INDEX approvals_by_call ON approvals (workflow_id, call_key, id)",
+        ),
+        7: (
+            # Whose a workflow is (principals.py): `checkpoint serve` with an identity provider records the principal
+            # that a workflow belongs to, the id it asked for, and the upstream (federation), before any call of it
+            # is journaled; the first record of a workflow wins, so every replica maps it alike.
+            """
+            CREATE TABLE workflow_principals (
+                workflow_id TEXT PRIMARY KEY,
+                principal TEXT NOT NULL,
+                requested TEXT NOT NULL,
+                upstream TEXT,
+                created_at TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX workflow_principals_by_principal ON workflow_principals (principal, requested)",
         ),
     }

@@ -34,6 +34,7 @@ from checkpoint_mcp.journal.base import (
     utc_now,
 )
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.principals import PrincipalStore
 from checkpoint_mcp.journal.repeats import INSERT_CALL, RepeatGuard, find_repeat, newest_repeat_txn
 from checkpoint_mcp.journal.rows import COLUMNS
 from checkpoint_mcp.journal.rows import record as _record
@@ -277,7 +278,7 @@ def grouped(ops: Sequence[Op]) -> list[Group]:
     return groups
 
 
-class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
+class SqlJournal(Settlements, RepeatGuard, ApprovalStore, PrincipalStore, Journal):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept."""
 
     @abstractmethod
@@ -432,6 +433,7 @@ class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
             if latest and latest > last.get(workflow, ""):
                 last[workflow] = latest
         owners = {root: self.owner(root) for root in {row[1] for row in rows}}
+        principals = self.principals()
         return [
             WorkflowSummary(
                 workflow=row[0],
@@ -442,6 +444,7 @@ class SqlJournal(Settlements, RepeatGuard, ApprovalStore, Journal):
                 counts=per.get(row[0], {}),
                 last_activity=last.get(row[0]),
                 owner=owners[row[1]],
+                principal=principals.get(row[0], principals.get(row[1])),  # a branch is its root's principal's
             )
             for row in rows
         ]

@@ -34,7 +34,7 @@ ALGORITHMS = ("RS256", "ES256")
 """The signature algorithms accepted; ``none`` and HMAC (``HS*``) never are."""
 DEFAULT_LEEWAY = 30.0  # seconds of clock difference allowed on exp and nbf
 KEYS_TTL = 600.0  # seconds a fetched key set is used before it is fetched again
-REFRESH_AT_MOST_EVERY = 10.0  # seconds between two fetches caused by an unknown key id
+REFRESH_AT_MOST_EVERY = 2.0  # seconds between two fetches caused by an unknown key id
 FETCH_TIMEOUT = 10.0
 MAX_PRINCIPAL = 256  # characters: a subject longer than this is not a usable principal
 METADATA_PATH = "/.well-known/oauth-protected-resource"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
-from httpservers import faults_server
 from idp import (
     AUDIENCE,
     ISSUER,
@@ -25,6 +24,7 @@ from idp import (
     unsigned_token,
 )
 
+from httpservers import faults_server
 from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, read_effects
 
 WORKFLOW_PATH = "/w/run-1/mcp"

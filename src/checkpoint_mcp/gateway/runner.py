@@ -18,6 +18,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import uvicorn
+from starlette.middleware import Middleware
 
 from checkpoint_mcp.config import RemoteConfig, audit_key
 from checkpoint_mcp.errors import UpstreamError, UsageError
@@ -34,7 +35,7 @@ from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.telemetry import from_environ
 from checkpoint_mcp.ui.app import SettleAction
 from checkpoint_mcp.ui.app import create_app as create_ui_app
-from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, TokenGate, new_token
+from checkpoint_mcp.ui.security import LOOPBACK_NAMES, TOKEN_PARAMETER, new_token
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
 
@@ -225,11 +226,12 @@ def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> in
                 shown_location=journal.location,
                 audit_key=journal.audit_key,
                 settle=settle,
+                gate=None if verifier is None else Middleware(OperatorGate, verifier=verifier, token=ui_token),
             )
             stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
             # With an identity provider, an operator's token opens the pages (an agent's never does), and so does
             # the printed URL's fresh token; else the pages check --auth-token-env's token (or the fresh one).
-            mounts["/ui"] = pages if verifier is None else OperatorGate(pages, verifier, TokenGate(pages, ui_token))
+            mounts["/ui"] = pages
         app = build_app(gateway, mounts, verifier)
         uv_config = uvicorn.Config(
             app,

@@ -203,14 +203,17 @@ class OperatorOnly:
 
 
 class OperatorGate:
-    """The operator's pages under ``--issuer``: a token with the operator's role (bearer header) opens them; a
-    valid token without it is refused (403: an agent never reaches every workflow); anything else goes to
-    ``fallback``, the pages' own token check (the URL with a fresh token the gateway printed on stderr)."""
+    """The operator's pages under ``--issuer`` (a middleware of the pages' own): a token with the operator's role
+    (bearer header) opens them; a valid token without it is refused (403: an agent never reaches every workflow);
+    anything else goes to the pages' token check (``ui.security.TokenGate``: the URL with a fresh ``token`` the
+    gateway printed on stderr)."""
 
-    def __init__(self, pages: ASGIApp, verifier: TokenVerifier, fallback: ASGIApp) -> None:
-        self._pages = pages
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier, token: str) -> None:
+        from checkpoint_mcp.ui.security import TokenGate
+
+        self._pages = app
         self._verifier = verifier
-        self._fallback = fallback
+        self._fallback = TokenGate(app, token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         given = header(scope, b"authorization") if scope["type"] == "http" else None

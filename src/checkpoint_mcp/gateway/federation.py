@@ -29,7 +29,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from checkpoint_mcp.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from checkpoint_mcp.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UPSTREAM_EXITED,
+    UPSTREAM_REFUSED,
+    UpstreamError,
+)
 from checkpoint_mcp.gateway.channel import Channel
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.gateway.upstreams_file import MAX_LISTED_NAME, prefixed, split_name
@@ -43,6 +50,9 @@ RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)  # seconds before a member that faile
 LISTS = {"tools/list": "tools", "prompts/list": "prompts", "resources/templates/list": "resourceTemplates"}
 ROUTED_BY_NAME = ("tools/call", "prompts/get")
 ROUTED_BY_URI = ("resources/read", "resources/subscribe", "resources/unsubscribe")
+
+UNREACHED = frozenset({UPSTREAM_REFUSED, UPSTREAM_EXITED})
+"""The gateway's own answers that say an upstream could not be reached or died: it is left out until it answers."""
 
 ChannelOpener = Callable[[str], Awaitable[Channel]]
 """Opens the member channel of one upstream (its interceptor, its journal workflow, its upstream)."""
@@ -191,12 +201,14 @@ class Federation:
     async def _start(self, member: _Member) -> bool:
         """Open ``member``'s channel and, in the session era, initialize its upstream with the client's own
         ``initialize``; False (it is left out until its retry) if it cannot."""
+        back = member.failures > 0 and member.channel is not None
         try:
             channel = await self._open(member.name)
         except Exception as exc:
             self._failed(member, f"cannot start: {exc}")
             return False
         member.channel = channel
+        member.why = None
         if self._hello is not None:
             try:
                 member.hello = await ask(channel, "initialize", self._hello, self._next_id())
@@ -206,11 +218,29 @@ class Federation:
                 return False
             if self._initialized is not None:
                 channel.submit(classify(self._initialized), self._initialized, None)
-        member.failures, member.why = 0, None
-        self._health.up(member.name)
+            self._health.up(member.name)  # it answered (a remote opened in 2026-07-28 has said nothing yet)
+        member.failures = 0
+        if back:
+            self._list_changed()
         return True
 
+    def _unreached(self, member: _Member, why: str) -> None:
+        """``member``'s upstream could not be reached or died: leave it out, and end its channel (a new one is
+        opened when it answers again)."""
+        channel = member.channel
+        self._failed(member, why)
+        if channel is not None and not channel.closed.is_set():
+            self._spawn(channel.close("left out: its upstream could not be reached"))
+
+    def _list_changed(self) -> None:
+        """The tools the client can call changed (an upstream left or came back): say so on the session's GET
+        stream (2026-07-28 clients, without one, see it at their next list)."""
+        if self._unrelated is not None and self._hello is not None:
+            self._unrelated(encode({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+
     def _failed(self, member: _Member, why: str) -> None:
+        if member.why is None and member.channel is not None:
+            self._list_changed()
         member.why = why
         member.retry_at = time.monotonic() + RETRY_DELAYS[min(member.failures, len(RETRY_DELAYS) - 1)]
         member.failures += 1
@@ -301,6 +331,9 @@ class Federation:
 
         def done(answer: bytes | None, body: Any) -> None:
             self._forget_route(key, member.name)
+            error = body.get("error") if isinstance(body, dict) else None
+            if isinstance(error, dict) and error.get("code") in UNREACHED:
+                self._unreached(member, str(error.get("message", "unreachable")))
             if answer is not None:
                 stream.append(answer, final=True, body=body)
             else:
@@ -432,10 +465,14 @@ class Federation:
                 if method in LISTS or method == "resources/list":
                     return member.name, await self._all_pages(member.channel, method, params)
                 return member.name, await ask(member.channel, method, params, self._next_id())
+            except AskFailed as exc:
+                if exc.code in UNREACHED:
+                    self._unreached(member, str(exc))
+                else:  # it answered: it only has no such list
+                    logger.debug("upstream %s has no %s: %s", member.name, method, exc)
+                return member.name, None
             except Exception as exc:
-                logger.warning("upstream %s left out of %s: %s", member.name, method, exc)
-                if isinstance(exc, TimeoutError) or not member.live:
-                    self._failed(member, f"no answer to {method}: {exc or 'timeout'}")
+                self._unreached(member, f"no answer to {method}: {exc or type(exc).__name__}")
                 return member.name, None
 
         found = await asyncio.gather(*(one(member) for member in self._members.values()))
@@ -548,15 +585,21 @@ class Federation:
             task.cancel()
 
 
+class AskFailed(UpstreamError):
+    """A request of the gateway's own got an error (``code``: the JSON-RPC code, None for no answer at all)."""
+
+    def __init__(self, method: str, code: Any, text: str) -> None:
+        self.code = code
+        super().__init__(f"{method}: {text}")
+
+
 async def ask(channel: Channel, method: str, params: Mapping[str, Any], ident: str) -> dict[str, Any]:
     """Send one request of the gateway's own to ``channel``'s upstream and return its result.
 
     Raises:
-        UpstreamError: it answered with an error.
+        AskFailed: it answered with an error (or the gateway did for it: unreachable, exited).
         TimeoutError: it did not answer within ``ASK_TIMEOUT``.
     """
-    from checkpoint_mcp.errors import UpstreamError
-
     line = encode({"jsonrpc": "2.0", "id": ident, "method": method, "params": dict(params)})
     stream = Stream(f"ask.{ident}", StreamKind.REQUEST, method)
     channel.submit(classify(line), line, stream)
@@ -571,7 +614,7 @@ async def ask(channel: Channel, method: str, params: Mapping[str, Any], ident: s
     if not isinstance(body, dict) or not isinstance(body.get("result"), dict):
         error = body.get("error") if isinstance(body, dict) else None
         text = error.get("message") if isinstance(error, dict) else "no answer"
-        raise UpstreamError(f"{method}: {text}")
+        raise AskFailed(method, error.get("code") if isinstance(error, dict) else None, str(text))
     result: dict[str, Any] = body["result"]
     return result
 

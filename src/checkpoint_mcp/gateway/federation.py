@@ -373,8 +373,8 @@ class Federation:
             uri = ref.get("uri") if isinstance(ref, dict) else None
         name = self._owner_of(uri) if isinstance(uri, str) else None
         if name is None and isinstance(uri, str):
-            await self._gather("resources/list", {})  # learn the URIs first (a client may read before listing)
-            await self._gather("resources/templates/list", {})
+            await self._gather("resources/list", _envelope(message))  # learn the URIs (a client may read first)
+            await self._gather("resources/templates/list", _envelope(message))
             name = self._owner_of(uri)
         if name is None:
             stream.append(_error(message, INVALID_PARAMS, f"Unknown resource {uri!r}"), final=True)
@@ -495,7 +495,7 @@ class Federation:
         method = message.method or ""
         field = LISTS.get(method, "resources")
         merged: list[Any] = []
-        for name, result in (await self._gather(method, {})).items():
+        for name, result in (await self._gather(method, _envelope(message))).items():
             for item in result.get(field, []):
                 if not isinstance(item, dict):
                     continue
@@ -512,7 +512,11 @@ class Federation:
                     continue
                 merged.append({**item, "name": listed})
         self._templates = sorted(set(self._templates))
-        stream.append(_result(message, {field: merged}), final=True)
+        result: dict[str, Any] = {field: merged}
+        if _modern(message):  # 2026-07-28 results say how long they may be cached: not at all, upstreams come and go
+            result.update(cacheScope="private", resultType="complete", ttlMs=0)
+            result["_meta"] = {"io.modelcontextprotocol/serverInfo": self._server_info}
+        stream.append(_result(message, result), final=True)
 
     async def _initialize(self, message: Message, stream: Stream) -> None:
         members = list(self._members.values())
@@ -630,6 +634,21 @@ async def _guarded(work: Awaitable[None]) -> None:
 
 def _streams_of(channel: Channel) -> list[Stream]:
     return channel.waiting_streams()
+
+
+def _envelope(message: Message) -> dict[str, Any]:
+    """The request's ``_meta`` (a 2026-07-28 request's version, client info and capabilities), for the requests
+    the federation sends its members on its behalf."""
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta")
+    return {"_meta": meta} if isinstance(meta, dict) else {}
+
+
+def _modern(message: Message) -> bool:
+    """A 2026-07-28 request (its ``_meta`` names its protocol version)."""
+    params = message.params if isinstance(message.params, dict) else {}
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
 
 
 def _ref_kind(message: Message) -> str | None:

@@ -495,8 +495,8 @@ class Federation:
         method = message.method or ""
         field = LISTS.get(method, "resources")
         merged: list[Any] = []
-        for name, result in (await self._gather(method, _envelope(message))).items():
-            for item in result.get(field, []):
+        for name, answer in (await self._gather(method, _envelope(message))).items():
+            for item in answer.get(field, []):
                 if not isinstance(item, dict):
                     continue
                 if method == "resources/list":

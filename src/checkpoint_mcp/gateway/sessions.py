@@ -175,9 +175,8 @@ class Gateway:
             )
             try:
                 lineage = self.journal.lineage(workflow)
-                calls = CallJournal(
-                    proxy, self.journal, lineage, join_timeout=self.config.join_timeout, principal=principal
-                )
+                calls = CallJournal(proxy, self.journal, lineage, join_timeout=self.config.join_timeout)
+                calls.principal = principal  # every call of this workflow is this principal's (limits count by it)
             except BaseException:
                 if ownership is not None:
                     ownership.release()

@@ -92,19 +92,11 @@ class CallJournal:
     """Sequences and journal decisions for the tools/calls of one proxy."""
 
     def __init__(
-        self,
-        config: ProxyConfig,
-        journal: Journal,
-        lineage: Lineage,
-        join_timeout: float | None = None,
-        principal: str | None = None,
+        self, config: ProxyConfig, journal: Journal, lineage: Lineage, join_timeout: float | None = None
     ) -> None:
         """``join_timeout``: a call matching one in flight here (same sequence or key, same signature) joins it
-        for up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy).
-        ``principal``: whose workflow this is (`checkpoint serve` with an identity provider), else None."""
-        self.principal = principal
-        """Whose calls these are: every call of this workflow is this principal's (a gateway gives each principal
-        workflows of its own), None where there is one principal (the stdio proxy, a gateway without tokens)."""
+        for up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy)."""
+        self.principal: str | None = None  # whose calls these are (serve --issuer sets it per workflow); None: one
         self._config = config
         self._join_timeout = join_timeout
         self._journal = journal

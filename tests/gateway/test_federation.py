@@ -263,3 +263,19 @@ def test_an_upstreams_file_with_a_mistake_is_refused_naming_file_table_and_key(
     assert message in done.stderr
     if "[upstreams" in message:
         assert str(path) in done.stderr
+
+
+def test_with_principals_each_upstream_of_a_principals_workflow_is_journaled_as_its_own(tmp_path: Path) -> None:
+    from idp import JwksServer, Key, bearer, token_flags
+
+    key = Key("k", "ES256")
+    with JwksServer(key) as jwks, federated(tmp_path, *token_flags(jwks.url)) as (gateway, _):
+        places = []
+        for ident, who in enumerate(("alice", "bob"), 1):
+            headers = {**MODERN, **bearer(key.token(who))}
+            body = modern_call(ident, "mail__send_email", {"to": "ann"}, checkpoint_seq=1, **ENVELOPE)
+            reply = request(gateway.port, "POST", "/w/run/mcp", body, headers)
+            meta = reply.message()["result"]["_meta"]["checkpoint/journal"]
+            places.append((meta["workflow"], meta["seq"], meta["replayed"]))
+    assert places == [("alice/run/mail", 1, False), ("bob/run/mail", 1, False)]
+    assert done_count(tmp_path / "mail.jsonl", "send_email") == 2

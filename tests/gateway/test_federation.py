@@ -279,3 +279,44 @@ def test_with_principals_each_upstream_of_a_principals_workflow_is_journaled_as_
             places.append((meta["workflow"], meta["seq"], meta["replayed"]))
     assert places == [("alice/run/mail", 1, False), ("bob/run/mail", 1, False)]
     assert done_count(tmp_path / "mail.jsonl", "send_email") == 2
+
+
+def test_prompts_and_resource_templates_are_prefixed_and_their_requests_routed(tmp_path: Path) -> None:
+    import nodetools
+
+    everything = " ".join([*nodetools.package_bin("@modelcontextprotocol/server-everything", "dist/index.js"), "stdio"])
+    path = tmp_path / "upstreams.toml"
+    path.write_text(
+        f"[upstreams.every]\ncommand = {json.dumps(everything)}\n"
+        f"[upstreams.mail]\ncommand = {json.dumps(server_cmd('effects_server.py'))}\n",
+        encoding="utf-8",
+    )
+    with GatewayProcess("--upstreams", str(path), "--journal", str(tmp_path / "j.db"), env=nodetools.env()) as gateway:
+        from gatewayproc import initialize
+
+        headers = {"Mcp-Session-Id": initialize(gateway.port)}
+        request(gateway.port, "POST", "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+
+        def ask(ident: int, method: str, params: dict[str, Any] | None = None) -> Any:
+            body = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}
+            reply = request(gateway.port, "POST", "/mcp", body, headers, timeout=60)
+            assert reply.status == 200, reply.body
+            return reply.message()
+
+        # A resource read before any list: the gateway learns the templates first, then routes it.
+        read = ask(1, "resources/read", {"uri": "demo://resource/dynamic/text/7"})
+        assert "7" in read["result"]["contents"][0]["text"]
+        prompts = {p["name"] for p in ask(2, "prompts/list")["result"]["prompts"]}
+        assert "every__simple-prompt" in prompts
+        assert all(name.startswith("every__") for name in prompts)  # the effects server has none
+        got = ask(3, "prompts/get", {"name": "every__simple-prompt"})
+        assert got["result"]["messages"][0]["content"]["type"] == "text"
+        templates = ask(4, "resources/templates/list")["result"]["resourceTemplates"]
+        assert {t["name"] for t in templates} >= {"every__Dynamic Text Resource"}
+        unknown = ask(5, "prompts/get", {"name": "simple-prompt"})
+        assert unknown["error"]["code"] == -32602
+        tools = {t["name"] for t in ask(6, "tools/list")["result"]["tools"]}
+        assert {"every__echo", "mail__send_email"} <= tools
+        echoed = ask(7, "tools/call", {"name": "every__echo", "arguments": {"message": "hi"}})
+        assert echoed["result"]["content"][0]["text"] == "Echo: hi"
+        assert echoed["result"]["_meta"]["checkpoint/journal"]["workflow"].endswith("/every")

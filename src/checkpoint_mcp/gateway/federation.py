@@ -372,14 +372,27 @@ class Federation:
             ref = params.get("ref")
             uri = ref.get("uri") if isinstance(ref, dict) else None
         name = self._owner_of(uri) if isinstance(uri, str) else None
-        if name is None and isinstance(uri, str):
-            await self._gather("resources/list", _envelope(message))  # learn the URIs (a client may read first)
-            await self._gather("resources/templates/list", _envelope(message))
+        if name is None and isinstance(uri, str):  # learn the URIs first (a client may read before it lists)
+            for method in ("resources/list", "resources/templates/list"):
+                for upstream, answer in (await self._gather(method, _envelope(message))).items():
+                    self._learn(method, upstream, answer.get(LISTS.get(method, "resources"), []))
             name = self._owner_of(uri)
         if name is None:
             stream.append(_error(message, INVALID_PARAMS, f"Unknown resource {uri!r}"), final=True)
             return
         await self._to_member(self._members[name], message, line, stream)
+
+    def _learn(self, method: str, upstream: str, items: Any) -> None:
+        """Remember which upstream serves the resources (or templates) of one of its lists."""
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict):
+                continue
+            if method == "resources/list" and isinstance(item.get("uri"), str):
+                self._uris[item["uri"]] = upstream
+            elif method == "resources/templates/list" and isinstance(item.get("uriTemplate"), str):
+                start = (item["uriTemplate"].split("{", 1)[0], upstream)
+                if start not in self._templates:
+                    self._templates.append(start)
 
     def _owner_of(self, uri: str) -> str | None:
         if uri in self._uris:
@@ -496,22 +509,18 @@ class Federation:
         field = LISTS.get(method, "resources")
         merged: list[Any] = []
         for name, answer in (await self._gather(method, _envelope(message))).items():
+            self._learn(method, name, answer.get(field, []))
             for item in answer.get(field, []):
                 if not isinstance(item, dict):
                     continue
                 if method == "resources/list":
-                    if isinstance(item.get("uri"), str):
-                        self._uris[item["uri"]] = name
                     merged.append(item)
                     continue
-                if method == "resources/templates/list" and isinstance(item.get("uriTemplate"), str):
-                    self._templates.append((item["uriTemplate"].split("{", 1)[0], name))
                 listed = prefixed(name, str(item.get("name", "")))
                 if len(listed) > MAX_LISTED_NAME:
                     logger.error("%s %r of upstream %s is left out: over %d characters", field, listed, name, 64)
                     continue
                 merged.append({**item, "name": listed})
-        self._templates = sorted(set(self._templates))
         result: dict[str, Any] = {field: merged}
         if _modern(message):  # 2026-07-28 results say how long they may be cached: not at all, upstreams come and go
             result.update(cacheScope="private", resultType="complete", ttlMs=0)

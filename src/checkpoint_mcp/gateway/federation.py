@@ -163,6 +163,7 @@ class Federation:
         self._templates: list[tuple[str, str]] = []  # (a template's fixed start, its upstream)
         self._counter = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()  # channels of members left out, being closed
         self._queue: asyncio.Queue[tuple[Message, bytes, Stream | None]] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
@@ -201,7 +202,7 @@ class Federation:
     async def _start(self, member: _Member) -> bool:
         """Open ``member``'s channel and, in the session era, initialize its upstream with the client's own
         ``initialize``; False (it is left out until its retry) if it cannot."""
-        back = member.failures > 0 and member.channel is not None
+        back = member.failures > 0
         try:
             channel = await self._open(member.name)
         except Exception as exc:
@@ -229,8 +230,11 @@ class Federation:
         opened when it answers again)."""
         channel = member.channel
         self._failed(member, why)
+        member.channel = None  # nothing more is routed to it, while it closes
         if channel is not None and not channel.closed.is_set():
-            self._spawn(channel.close("left out: its upstream could not be reached"))
+            closing = asyncio.get_running_loop().create_task(channel.close("left out: it could not be reached"))
+            self._closing.add(closing)  # awaited, never cancelled, by ``close``: its upstream must end
+            closing.add_done_callback(self._closing.discard)
 
     def _list_changed(self) -> None:
         """The tools the client can call changed (an upstream left or came back): say so on the session's GET
@@ -456,7 +460,8 @@ class Federation:
         """The client closed a request's stream (2026-07-28): cancel it at the members serving it."""
         for member in self._members.values():
             if member.live and member.channel is not None:
-                for relay in [s for s in _streams_of(member.channel) if isinstance(s, _Relay) and s._target is stream]:
+                relays = [s for s in member.channel.waiting_streams() if isinstance(s, _Relay) and s._target is stream]
+                for relay in relays:
                     member.channel.cancel(relay, reason)
 
     # ---- answered here ------------------------------------------------------------------------------------
@@ -593,7 +598,7 @@ class Federation:
         if self._worker is not None:
             self._worker.cancel()
         channels = [m.channel for m in self._members.values() if m.channel is not None]
-        await asyncio.gather(*(channel.close(reason) for channel in channels), return_exceptions=True)
+        await asyncio.gather(*(channel.close(reason) for channel in channels), *self._closing, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
 
@@ -639,10 +644,6 @@ async def _guarded(work: Awaitable[None]) -> None:
         raise
     except Exception:
         logger.exception("internal error in the federation")
-
-
-def _streams_of(channel: Channel) -> list[Stream]:
-    return channel.waiting_streams()
 
 
 def _envelope(message: Message) -> dict[str, Any]:

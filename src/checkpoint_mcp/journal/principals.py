@@ -1,16 +1,17 @@
 """Whose a workflow is: the record `checkpoint serve` keeps when tokens from an identity provider name principals.
 
 A principal's workflows are journaled under ids of their own (``gateway/principals.py`` says how they are made);
-before the first call of one is journaled, the gateway records here which principal it belongs to, which id the
-principal asked for, and which upstream it journals (behind ``--upstreams``). The first record of a workflow wins
-(its id is the table's key) and is never changed, so every replica of a fleet maps a workflow to the same principal,
-whatever order their requests come in; a workflow recorded as another principal's, or one journaled before anyone
-recorded it (no principal had it), is refused, never shared. ``SqlJournal`` inherits these (a mixin, as
-``Settlements``).
+before the first call of one is journaled, the gateway records which principal it belongs to in the workflow's own
+row (``workflows.principal``, schema version 7), inserting that row if the journal has none. The first record of a
+workflow wins (its id is the table's key) and is never changed, so every replica of a fleet maps a workflow to the
+same principal, whatever order their requests come in; a workflow recorded as another principal's, or one the
+journal has with no principal (journaled by a stdio proxy, or a gateway without tokens), is refused, never
+shared. ``SqlJournal`` inherits these (a mixin, as ``Settlements``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -18,41 +19,39 @@ from checkpoint_mcp.errors import WorkflowOfAnother
 from checkpoint_mcp.journal.base import utc_now
 from checkpoint_mcp.journal.rows import Statements
 
+logger = logging.getLogger(__name__)
+
 _RECORD = (
-    "INSERT INTO workflow_principals (workflow_id, principal, requested, upstream, created_at) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO workflows (workflow_id, root_id, created_at, principal) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (workflow_id) DO NOTHING"
 )
-_KNOWN = "SELECT 1 FROM workflows WHERE workflow_id = ? UNION ALL SELECT 1 FROM calls WHERE workflow_id = ? LIMIT 1"
+_WHOSE = "SELECT principal FROM workflows WHERE workflow_id = ?"
 
 
 class PrincipalStore(Statements):
-    """The ``workflow_principals`` table over the SQL journal's connection (a mixin of ``SqlJournal``)."""
+    """The ``workflows.principal`` column over the SQL journal's connection (a mixin of ``SqlJournal``)."""
 
     reading: Callable[[], AbstractContextManager[None]]  # ``SqlJournal.reading``
 
     def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
-        """Record ``workflow`` as ``principal``'s (asked for as ``requested``), unless it is already; one durable
-        transaction.
+        """Record ``workflow`` as ``principal``'s (``requested``, ``upstream``: what it was asked for as, for the
+        log), unless it already is; one durable transaction.
 
         Raises:
-            WorkflowOfAnother: the journal records it as another principal's, or has journaled it without any.
+            WorkflowOfAnother: the journal records it as another principal's, or has it without any.
             JournalError: the journal cannot be read or written.
         """
         with self.transaction():
-            row = self.execute("SELECT principal FROM workflow_principals WHERE workflow_id = ?", (workflow,))
-            found = row.fetchone()
+            found = self.execute(_WHOSE, (workflow,)).fetchone()
             if found is None:
-                if self.execute(_KNOWN, (workflow, workflow)).fetchone() is not None:
-                    raise WorkflowOfAnother(workflow)  # journaled by no principal (a stdio proxy, say): not theirs
-                self.execute(_RECORD, (workflow, principal, requested, upstream, utc_now()))
-                found = self.execute(
-                    "SELECT principal FROM workflow_principals WHERE workflow_id = ?", (workflow,)
-                ).fetchone()
-            if found is None or found[0] != principal:
+                self.execute(_RECORD, (workflow, workflow, utc_now(), principal))
+                found = self.execute(_WHOSE, (workflow,)).fetchone()
+            if found is None or found[0] != principal:  # NULL: journaled by no principal (a stdio proxy, say)
                 raise WorkflowOfAnother(workflow)
+        logger.debug("workflow %r is %r's (asked for as %r at %s)", workflow, principal, requested, upstream or "-")
 
     def principals(self) -> dict[str, str]:
-        """Every recorded workflow and the principal it belongs to."""
+        """Every workflow recorded as a principal's, and that principal."""
         with self.reading():
-            rows = self.execute("SELECT workflow_id, principal FROM workflow_principals").fetchall()
+            rows = self.execute("SELECT workflow_id, principal FROM workflows WHERE principal IS NOT NULL").fetchall()
         return {str(workflow): str(principal) for workflow, principal in rows}

@@ -133,18 +133,10 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             "CREATE INDEX approvals_by_call ON approvals (workflow_id, call_key, id)",
         ),
         7: (
-            # Whose a workflow is (principals.py): `checkpoint serve` with an identity provider records the principal
-            # that a workflow belongs to, the id it asked for, and the upstream (federation), before any call of it
-            # is journaled; the first record of a workflow wins, so every replica maps it alike.
-            """
-            CREATE TABLE workflow_principals (
-                workflow_id TEXT PRIMARY KEY,
-                principal TEXT NOT NULL,
-                requested TEXT NOT NULL,
-                upstream TEXT,
-                created_at TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX workflow_principals_by_principal ON workflow_principals (principal, requested)",
+            # Whose a workflow is (principals.py): `checkpoint serve` with an identity provider records, in the
+            # workflow's own row and before any call of it is journaled, the principal it belongs to; the first
+            # record wins, so every replica maps it alike. NULL: no principal's (a branch: its root's principal's).
+            # A column, not a table: no new relation files for the database to keep.
+            "ALTER TABLE workflows ADD COLUMN principal TEXT",
         ),
     }

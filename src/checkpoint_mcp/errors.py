@@ -9,8 +9,11 @@ The hierarchy::
     │   │   └── JournalLost             gone for good (unreachable after retries, or ownership taken): fatal
     │   ├── JournalCorrupt              the file is not a Checkpoint journal, or is damaged
     │   ├── JournalVersionError         written by a newer Checkpoint; refused, never modified
-    │   └── WorkflowOwned               another live proxy owns the workflow
+    │   ├── WorkflowOwned               another live proxy owns the workflow
+    │   └── WorkflowOfAnother           the journal records the workflow as another principal's (serve)
     ├── UpstreamError                   the upstream MCP server could not be started or died
+    ├── InvalidToken                    a bearer token `checkpoint serve` cannot accept (HTTP 401)
+    ├── KeySetUnavailable               the identity provider's keys cannot be had (HTTP 503)
     ├── SessionError                    the session server (`checkpoint session`, `checkpoint brief`)
     │   ├── ProjectRootError            the project root is not an absolute, existing directory
     │   ├── PathOutsideProject          a file path escapes the project root
@@ -84,8 +87,24 @@ class WorkflowOwned(JournalError):
         super().__init__(f"workflow {workflow!r} is owned by another live proxy ({owner})")
 
 
+class WorkflowOfAnother(JournalError):
+    """The journal records the workflow as another principal's (``checkpoint serve`` with an identity provider)."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow!r} belongs to another principal")
+
+
 class UpstreamError(CheckpointError):
     """The upstream MCP server could not be started, or exited."""
+
+
+class InvalidToken(CheckpointError):
+    """A bearer token `checkpoint serve` cannot accept; the message says why without repeating the token."""
+
+
+class KeySetUnavailable(CheckpointError):
+    """The identity provider's keys cannot be had (`--jwks-url` unreachable, `--jwks-file` unreadable)."""
 
 
 class SessionError(CheckpointError):

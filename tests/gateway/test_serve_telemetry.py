@@ -70,3 +70,26 @@ def test_without_the_variables_the_gateway_imports_nothing_of_opentelemetry(tmp_
         imports = [line for line in gateway.stderr.splitlines() if line.startswith("import time:")]
     assert any("checkpoint_mcp.gateway" in line for line in imports)  # the check sees the imports
     assert not [line for line in imports if "opentelemetry" in line]
+
+
+def test_with_an_identity_provider_each_request_span_says_whose_it_is(tmp_path: Path, receiver: Receiver) -> None:
+    from idp import JwksServer, Key, bearer, token_flags
+
+    key = Key("k", "RS256")
+    journal = str(tmp_path / "j.db")
+    with (
+        JwksServer(key) as jwks,
+        effects_gateway(tmp_path, *token_flags(jwks.url), "--journal", journal, env=receiver.env()) as gateway,
+    ):
+        for ident, who in enumerate(("alice", "bob"), 1):
+            headers = {**MODERN, **bearer(key.token(who))}
+            reply = request(gateway.port, "POST", "/w/run/mcp", modern_call(ident, "send_email", {"to": who}), headers)
+            assert reply.message()["result"]["_meta"]["checkpoint/journal"]["workflow"] == f"{who}/run"
+        assert gateway.terminate() == 128 + 15
+
+    def calls(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [s for s in spans if s["name"] == "tools/call send_email" and s["kind"] == "SERVER"]
+
+    spans = receiver.wait_for_spans(lambda s: len(calls(s)) == 2)
+    whose = {s["attributes"]["checkpoint.workflow"]: s["attributes"]["checkpoint.principal"] for s in calls(spans)}
+    assert whose == {"alice/run": "alice", "bob/run": "bob"}

@@ -170,11 +170,13 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         version = journal.execute("PRAGMA user_version").fetchone()[0]
         indexes = {row[0] for row in journal.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()}
         events = journal.execute("SELECT workflow_id, seq, kind, detail, prev_hash FROM events").fetchall()
+        principals = journal.execute("SELECT workflow_id, principal FROM workflows").fetchall()
     finally:
         journal.close()
     assert version == SCHEMA_VERSION == 7
     assert "calls_by_signature" in indexes
     assert "approvals_by_call" in indexes  # v6: approval requests
+    assert principals == [("wf", None)]  # v7: whose a workflow is (none: it was journaled without tokens)
     [(workflow, seq, kind, detail, prev)] = events
     assert (workflow, seq, kind, prev) == ("wf", None, "chain-start", "")
     marker = json.loads(detail)

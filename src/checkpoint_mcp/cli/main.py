@@ -254,6 +254,50 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     help="Seconds a re-sent call (same checkpoint_seq or checkpoint_key, same arguments) waits for the original "
     f"still in flight; then it is refused as still in flight ({STILL_IN_FLIGHT}), never run.",
 )
+@click.option("--issuer", metavar="URL", help="Require tokens from this identity provider (its 'iss' claim).")
+@click.option(
+    "--audience",
+    "audiences",
+    multiple=True,
+    metavar="AUD",
+    help="With --issuer: the audience tokens must name (the gateway's URL, as clients ask for it); repeatable.",
+)
+@click.option("--jwks-url", metavar="URL", help="With --issuer: the identity provider's JSON Web Key Set.")
+@click.option(
+    "--jwks-file", type=click.Path(dir_okay=False), metavar="FILE", help="With --issuer: the key set as a file."
+)
+@click.option(
+    "--authorization-server",
+    "authorization_servers",
+    multiple=True,
+    metavar="URL",
+    help="With --issuer: an authorization server the protected-resource metadata names (default: the issuer).",
+)
+@click.option(
+    "--principal-claim",
+    default="sub",
+    show_default=True,
+    metavar="CLAIM",
+    help="With --issuer: the claim naming the principal who owns the workflows a token creates.",
+)
+@click.option(
+    "--operator-scope",
+    metavar="SCOPE",
+    help="With --issuer: a token with this scope is an operator's (every workflow from /ui; /metrics).",
+)
+@click.option(
+    "--operator-claim",
+    metavar="NAME=VALUE",
+    help="With --issuer: a token whose claim NAME is (or lists) VALUE is an operator's.",
+)
+@click.option(
+    "--upstreams",
+    "upstreams_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE.toml",
+    help="Many upstreams behind one endpoint, one [upstreams.NAME] table each; tools are listed as NAME__TOOL. "
+    "Instead of --upstream-cmd / --upstream-url and --policy.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -271,16 +315,31 @@ def serve(**options: Any) -> None:
     """
     configure_logging(options["log_level"])
     from checkpoint_mcp.gateway.config import GatewayConfig, auth_token, parse_listen
+    from checkpoint_mcp.gateway.tokens import token_settings
+    from checkpoint_mcp.gateway.upstreams_file import load_upstreams
 
     if (options["tls_cert"] is None) != (options["tls_key"] is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     try:
         host, port = parse_listen(options["listen"])
-        token = auth_token(options["auth_token_env"], options["no_auth"], host)
+        tokens = token_settings(
+            issuer=options["issuer"],
+            audiences=tuple(options["audiences"]),
+            jwks_url=options["jwks_url"],
+            jwks_file=options["jwks_file"],
+            authorization_servers=tuple(options["authorization_servers"]),
+            principal_claim=options["principal_claim"],
+            operator_scope=options["operator_scope"],
+            operator_claim=options["operator_claim"],
+        )
+        token = auth_token(options["auth_token_env"], options["no_auth"], host, tokens=tokens is not None)
+        upstreams = load_upstreams(options["upstreams_file"]) if options["upstreams_file"] else ()
     except CheckpointError as exc:
         raise click.UsageError(str(exc)) from exc
     config = GatewayConfig(
-        proxy=_proxy_config(options),
+        proxy=_federation_config(options) if upstreams else _proxy_config(options),
+        tokens=tokens,
+        upstreams=upstreams,
         host=host,
         port=port,
         auth_token=token,
@@ -298,6 +357,19 @@ def serve(**options: Any) -> None:
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(code)
+
+
+def _federation_config(options: dict[str, Any]) -> ProxyConfig:
+    """The journaling settings shared by the upstreams of ``--upstreams`` (each has its own command or URL and its
+    own policy, from the file); a ``click.UsageError`` for a flag that belongs to one upstream."""
+    for flag in ("upstream_cmd", "upstream_url", "policy", "upstream_bearer_env", "upstream_ca", "upstream_auth"):
+        if options.get(flag):
+            name = "--" + flag.replace("_", "-")
+            raise click.UsageError(f"{name} and --upstreams contradict each other: say it in the upstream's table")
+    for flag in ("upstream_headers", "upstream_header_envs"):
+        if options.get(flag):
+            raise click.UsageError("--upstream-header and --upstreams contradict each other: use headers = [...]")
+    return _proxy_config({**options, "upstream_cmd": "-"})._replace(upstream_cmd=None)
 
 
 def _serve_settle(proxy: ProxyConfig, timeout: float | None) -> SettleAction | None:

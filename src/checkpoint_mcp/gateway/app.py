@@ -4,7 +4,10 @@ Routes: ``/mcp`` (the default workflow), ``/w/{workflow}/mcp`` (that workflow), 
 Extra apps (the operator's pages, ``ui``) are mounted through ``mounts``: ``build_app(..., mounts={"/ui": app})``;
 a mounted app authenticates its own requests (a browser cannot send a bearer header: the operator's pages take
 the gateway's token in their URL, then in a cookie), so the bearer guard lets their paths through.
-Guards, outermost first: Origin/Host (DNS rebinding), bearer token, body limit; all pure ASGI. Behind them,
+With an identity provider (``verifier``), ``/.well-known/oauth-protected-resource`` (RFC 9728) is served to anyone,
+and ``/metrics`` (which names every principal) only to an operator's token.
+Guards, outermost first: Origin/Host (DNS rebinding), bearer token (the shared one of ``--auth-token-env``, or the
+identity provider's tokens, then the operator's role for ``/metrics``), body limit; all pure ASGI. Behind them,
 ``McpRoutes`` hands the two MCP routes straight to the endpoint, and everything else to the Starlette app (its
 router, its error pages, its lifespan): the hot path costs no Starlette routing and no exception layers.
 """
@@ -23,8 +26,19 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from checkpoint_mcp.gateway.endpoint import McpEndpoint
 from checkpoint_mcp.gateway.metrics import CONTENT_TYPE
-from checkpoint_mcp.gateway.security import ASGIApp, BearerAuth, BodyLimit, OriginGuard, Receive, Scope, Send
+from checkpoint_mcp.gateway.security import (
+    ASGIApp,
+    BearerAuth,
+    BodyLimit,
+    OperatorOnly,
+    OriginGuard,
+    Receive,
+    Scope,
+    Send,
+    TokenAuth,
+)
 from checkpoint_mcp.gateway.sessions import Gateway
+from checkpoint_mcp.gateway.tokens import METADATA_PATH, TokenVerifier
 
 MCP_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})  # those the Starlette routes below let through
 
@@ -53,8 +67,11 @@ class McpRoutes:
         await self._app(scope, receive, send)
 
 
-def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> ASGIApp:
-    """The Starlette app serving ``gateway``; its lifespan starts the upkeep and shuts every upstream down."""
+def build_app(
+    gateway: Gateway, mounts: Mapping[str, Any] | None = None, verifier: TokenVerifier | None = None
+) -> ASGIApp:
+    """The Starlette app serving ``gateway``; its lifespan starts the upkeep and shuts every upstream down.
+    ``verifier``: the identity provider's tokens are required (``--issuer``), else ``--auth-token-env``'s or none."""
     endpoint = McpEndpoint(gateway)
     config = gateway.config
 
@@ -62,6 +79,12 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> ASGI
         ok, report = gateway.health()
         body = json.dumps({"status": "ok" if ok else "unavailable", **report})
         return Response(body, status_code=200 if ok else 503, media_type="application/json")
+
+    async def resource_metadata(request: Request) -> Response:
+        assert verifier is not None
+        base = f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
+        body = json.dumps(verifier.settings.metadata(base))
+        return Response(body, media_type="application/json", headers={"cache-control": "max-age=300"})
 
     async def metrics(request: Request) -> Response:
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
@@ -72,6 +95,9 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> ASGI
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    if verifier is not None:
+        routes.append(Route(METADATA_PATH, resource_metadata, methods=["GET"]))
+        routes.append(Route(METADATA_PATH + "/{resource:path}", resource_metadata, methods=["GET"]))
     routes.extend(Mount(path, app=app) for path, app in (mounts or {}).items())
 
     @asynccontextmanager
@@ -84,6 +110,9 @@ def build_app(gateway: Gateway, mounts: Mapping[str, Any] | None = None) -> ASGI
 
     app: ASGIApp = McpRoutes(endpoint, Starlette(routes=routes, lifespan=lifespan))
     app = BodyLimit(app, limit=config.max_body)
-    if config.auth_token is not None:
+    if verifier is not None:
+        app = OperatorOnly(app, verifier, paths=("/metrics",))
+        app = TokenAuth(app, verifier, exempt=(METADATA_PATH, *(mounts or ())))
+    elif config.auth_token is not None:
         app = BearerAuth(app, token=config.auth_token, exempt=tuple(mounts or ()))
     return OriginGuard(app, loopback=config.loopback, allowed_origins=config.allowed_origins)

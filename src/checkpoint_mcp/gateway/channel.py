@@ -144,6 +144,10 @@ class Channel:
         """True while some request waits for its answer."""
         return bool(self._waiting)
 
+    def waiting_streams(self) -> list[Stream]:
+        """The streams of the requests waiting for their answer."""
+        return [waiting.stream for waiting in self._waiting.values()]
+
     def calls_in_flight(self) -> int:
         """tools/call requests waiting for their answer."""
         return sum(1 for waiting in self._waiting.values() if waiting.stream.method == "tools/call")

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 from checkpoint_mcp import listen
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.gateway.tokens import TokenSettings
+from checkpoint_mcp.gateway.upstreams_file import UpstreamSpec
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.listen import is_loopback
 
@@ -30,6 +32,8 @@ class GatewayConfig(NamedTuple):
     tls_key: str | None = None
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     join_timeout: float = DEFAULT_JOIN_TIMEOUT
+    tokens: TokenSettings | None = None  # --issuer …: tokens from an identity provider, one principal each
+    upstreams: tuple[UpstreamSpec, ...] = ()  # --upstreams FILE: many upstreams behind one endpoint (federation)
 
     @property
     def loopback(self) -> bool:
@@ -37,7 +41,8 @@ class GatewayConfig(NamedTuple):
         return is_loopback(self.host)
 
     def __repr__(self) -> str:  # keep the token out of any accidental log line
-        return f"GatewayConfig(host={self.host!r}, port={self.port}, auth={'on' if self.auth_token else 'off'})"
+        auth = "tokens" if self.tokens else "on" if self.auth_token else "off"
+        return f"GatewayConfig(host={self.host!r}, port={self.port}, auth={auth})"
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -49,17 +54,21 @@ def parse_listen(value: str) -> tuple[str, int]:
     return listen.parse_listen(value, DEFAULT_LISTEN)
 
 
-def auth_token(variable: str | None, no_auth: bool, host: str) -> str | None:
-    """The bearer token from environment variable ``variable``, after the listener's safety checks.
+def auth_token(variable: str | None, no_auth: bool, host: str, tokens: bool = False) -> str | None:
+    """The bearer token from environment variable ``variable``, after the listener's safety checks (``tokens``:
+    an identity provider authenticates requests instead).
 
     Raises:
-        UsageError: a non-loopback address without ``--auth-token-env`` or ``--no-auth``, both given, or an
-            empty or missing variable.
+        UsageError: a non-loopback address without ``--auth-token-env``, ``--issuer`` or ``--no-auth``, two of
+            them given, or an empty or missing variable.
     """
     if variable is not None and no_auth:
         raise UsageError("--auth-token-env and --no-auth contradict each other; give one")
+    if tokens and (variable is not None or no_auth):
+        flag = "--auth-token-env" if variable is not None else "--no-auth"
+        raise UsageError(f"{flag} and --issuer contradict each other: tokens come from the identity provider")
     if variable is None:
-        if not no_auth and not is_loopback(host):
+        if not no_auth and not tokens and not is_loopback(host):
             raise UsageError(
                 f"refusing to listen on {host}, which is not a loopback address, without authentication: "
                 "give --auth-token-env VAR (clients then send 'Authorization: Bearer <token>'), or --no-auth to "

@@ -29,9 +29,10 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from checkpoint_mcp.errors import CheckpointError, JournalError, WorkflowOwned
+from checkpoint_mcp.errors import CheckpointError, JournalError, WorkflowOfAnother, WorkflowOwned
 from checkpoint_mcp.gateway.channel import Channel
-from checkpoint_mcp.gateway.security import Receive, Scope, Send, header, respond
+from checkpoint_mcp.gateway.federation import Federation
+from checkpoint_mcp.gateway.security import PRINCIPAL, Receive, Scope, Send, header, respond
 from checkpoint_mcp.gateway.sessions import Gateway, Session
 from checkpoint_mcp.gateway.streams import (
     SSE_HEADERS,
@@ -149,14 +150,15 @@ class McpEndpoint:
             carrier = _trace_context(scope)
             era = "session" if session_id is not None or message.method == "initialize" else "2026"
             self._gateway.metrics.count_request(era)
+            principal: str | None = scope.get(PRINCIPAL)
             if session_id is not None:
-                session = self._gateway.sessions.get(session_id)
-                if session is None or session.channel.closed.is_set():
+                session = self._gateway.session_of(session_id, principal)
+                if session is None:
                     raise _Refusal(404, SESSION_NOT_FOUND, "Session not found", message.id)
                 accepts.priming = _primes(header(scope, b"mcp-protocol-version"))
                 await self._exchange(receive, send, session.channel, message, line, accepts, session, None, carrier)
             elif message.kind is Kind.REQUEST and message.method == "initialize":
-                session = await self._opened(self._gateway.open_session(workflow), message)
+                session = await self._opened(self._gateway.open_session(workflow, principal), message)
                 extra = [(SESSION_HEADER, session.id.encode())]
                 await self._exchange(receive, send, session.channel, message, line, accepts, session, extra, carrier)
             else:
@@ -166,7 +168,7 @@ class McpEndpoint:
                 mismatch = self._header_mismatch(scope, message)
                 if mismatch is not None:
                     raise _Refusal(400, HEADER_MISMATCH, mismatch, message.id)
-                channel = await self._opened(self._gateway.workflow_channel(workflow), message)
+                channel = await self._opened(self._gateway.workflow_channel(workflow, principal), message)
                 await self._exchange(receive, send, channel, message, line, accepts, carrier=carrier)
         except _Refusal as refusal:
             await respond(send, refusal.status, error_body(refusal.code, refusal.text, refusal.ident))
@@ -206,6 +208,9 @@ class McpEndpoint:
             return await opening
         except WorkflowOwned as exc:
             raise _Refusal(409, INTERNAL_ERROR, str(exc), message.id) from None
+        except WorkflowOfAnother as exc:
+            logger.warning("refused a request: %s", exc)
+            raise _Refusal(403, INTERNAL_ERROR, "Forbidden: this workflow is not yours", message.id) from None
         except JournalError as exc:
             logger.error("cannot serve a request: %s", exc)
             raise _Refusal(503, INTERNAL_ERROR, str(exc), message.id) from None
@@ -248,7 +253,7 @@ class McpEndpoint:
         self,
         receive: Receive,
         send: Send,
-        channel: Channel,
+        channel: Channel | Federation,
         message: Message,
         line: bytes,
         accepts: _Accepts,
@@ -331,8 +336,8 @@ class McpEndpoint:
         if not _Accepts(scope).sse:
             await respond(send, 406, error_body(TRANSPORT_ERROR, "Not Acceptable: a GET stream is text/event-stream"))
             return
-        session = self._gateway.sessions.get(session_id)
-        if session is None or session.channel.closed.is_set():
+        session = self._gateway.session_of(session_id, scope.get(PRINCIPAL))
+        if session is None:
             await respond(send, 404, error_body(SESSION_NOT_FOUND, "Session not found"))
             return
         session.channel.last_active = time.monotonic()
@@ -362,7 +367,9 @@ class McpEndpoint:
         if session_id is None:
             await respond(send, 405, error_body(TRANSPORT_ERROR, "Method Not Allowed: DELETE needs an Mcp-Session-Id"))
             return
-        if not await self._gateway.close_session(session_id, "closed by the client (DELETE)"):
+        if self._gateway.session_of(session_id, scope.get(PRINCIPAL)) is None or not await self._gateway.close_session(
+            session_id, "closed by the client (DELETE)"
+        ):
             await respond(send, 404, error_body(SESSION_NOT_FOUND, "Session not found"))
             return
         await respond(send, 200, b"{}")

@@ -2,7 +2,8 @@
 
 The gateway observes; it decides nothing. A tools/call's outcome is read from its final response: an error with
 one of Checkpoint's codes is a refusal (counted by code), another error a failure, a result whose journal
-``_meta`` says ``replayed: true`` a replay, any other result a completion.
+``_meta`` says ``replayed: true`` a replay, any other result a completion. With an identity provider, each outcome
+is also counted by principal (``checkpoint_principal_calls_total``), which only an operator's token may read.
 """
 
 from __future__ import annotations
@@ -22,8 +23,19 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class GatewayMetrics:
     """Counters and gauges of one gateway process."""
 
-    def __init__(self) -> None:
+    def __init__(self, principals: bool = False) -> None:
+        """``principals``: count calls by principal too (`checkpoint serve --issuer`)."""
         self.registry = CollectorRegistry(auto_describe=True)
+        self.by_principal = (
+            Counter(
+                "checkpoint_principal_calls",
+                "tools/call requests answered, by principal (the token's subject) and outcome",
+                ["principal", "outcome"],
+                registry=self.registry,
+            )
+            if principals
+            else None
+        )
         self.calls = Counter(
             "checkpoint_calls",
             "tools/call requests answered, by outcome (completed, failed, replayed, refused, passthrough)",
@@ -70,30 +82,33 @@ class GatewayMetrics:
             counter = self._requests[era] = self.requests.labels(era=era)  # labels() costs more than inc()
         counter.inc()
 
-    def observe_call(self, body: Any) -> None:
-        """Count the outcome of one tools/call from its final response (its parsed JSON body)."""
+    def observe_call(self, body: Any, principal: str | None = None) -> None:
+        """Count the outcome of one tools/call of ``principal`` from its final response (its parsed JSON body)."""
         if not isinstance(body, dict):
             return
+        outcome = self._outcome(body)
+        self.calls.labels(outcome=outcome).inc()
+        if principal is not None and self.by_principal is not None:
+            self.by_principal.labels(principal=principal, outcome=outcome).inc()
+
+    def _outcome(self, body: dict[str, Any]) -> str:
         error = body.get("error")
         if isinstance(error, dict):
             code = error.get("code")
             # Checkpoint's own codes are refusals; any other error (a standard code included) came from the upstream.
             if isinstance(code, int) and code in OWN_CODES:
                 self.refusals.labels(code=str(code)).inc()
-                self.calls.labels(outcome="refused").inc()
-            else:
-                self.calls.labels(outcome="failed").inc()
-            return
+                return "refused"
+            return "failed"
         result = body.get("result")
         meta = result.get("_meta") if isinstance(result, dict) else None
         info = meta.get(JOURNAL_META) if isinstance(meta, dict) else None
         if not isinstance(info, dict):
-            self.calls.labels(outcome="passthrough").inc()
-        elif info.get("replayed") is True:
+            return "passthrough"
+        if info.get("replayed") is True:
             self.replays.inc()
-            self.calls.labels(outcome="replayed").inc()
-        else:
-            self.calls.labels(outcome="completed").inc()
+            return "replayed"
+        return "completed"
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

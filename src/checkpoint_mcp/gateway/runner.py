@@ -18,14 +18,18 @@ from contextlib import ExitStack
 from typing import Any
 
 import uvicorn
+from starlette.middleware import Middleware
 
 from checkpoint_mcp.config import RemoteConfig, audit_key
-from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.errors import UpstreamError, UsageError
 from checkpoint_mcp.gateway.app import build_app
 from checkpoint_mcp.gateway.channel import DRAIN_SECONDS
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
-from checkpoint_mcp.gateway.sessions import Gateway
+from checkpoint_mcp.gateway.security import OperatorGate
+from checkpoint_mcp.gateway.sessions import SINGLE, Gateway, UpstreamFactory
+from checkpoint_mcp.gateway.tokens import TokenVerifier
+from checkpoint_mcp.gateway.upstreams_file import MAX_LISTED_NAME, prefixed
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.telemetry import from_environ
@@ -38,13 +42,14 @@ from checkpoint_mcp.upstream.stdio.process import spawn
 logger = logging.getLogger(__name__)
 
 
-def stdio_upstreams(command: str) -> Any:
-    """A factory of stdio upstreams: each call starts ``/bin/sh -c command`` as a new child."""
+def stdio_upstreams(command: str, env: tuple[tuple[str, str], ...] = ()) -> UpstreamFactory:
+    """A factory of stdio upstreams: each call starts ``/bin/sh -c command`` as a new child (``env`` added to its
+    environment)."""
     from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     async def start() -> Upstream:
         try:
-            process = spawn(command)
+            process = spawn(command, dict(env))
         except OSError as exc:
             raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
         logger.info("upstream started (pid %d): %s", process.pid, command)
@@ -53,7 +58,7 @@ def stdio_upstreams(command: str) -> Any:
     return start
 
 
-def remote_upstreams(remote: RemoteConfig) -> Any:
+def remote_upstreams(remote: RemoteConfig) -> UpstreamFactory:
     """A factory of remote upstreams: each call opens its own exchange with the server at ``remote.url`` (its
     own session in the session era), with the proxy's flags for headers, OAuth, timeouts and TLS."""
     from checkpoint_mcp.upstream.http.settings import checked_settings, open_remote
@@ -66,12 +71,57 @@ def remote_upstreams(remote: RemoteConfig) -> Any:
     return start
 
 
-def upstreams(config: GatewayConfig) -> Any:
-    """The factory of the upstream the command line names: a stdio child, or a remote server."""
+def upstreams(config: GatewayConfig) -> dict[str, UpstreamFactory]:
+    """The factories of the upstreams: the one the command line names (a stdio child, or a remote server) under
+    ``SINGLE``, or each of ``--upstreams`` by its name.
+
+    Raises:
+        UsageError: a remote upstream's URL, header or CA file cannot work.
+    """
+    if config.upstreams:
+        return {
+            spec.name: remote_upstreams(spec.remote)
+            if spec.remote is not None
+            else stdio_upstreams(spec.command or "", spec.env)
+            for spec in config.upstreams
+        }
     if config.proxy.remote is not None:
-        return remote_upstreams(config.proxy.remote)
+        return {SINGLE: remote_upstreams(config.proxy.remote)}
     assert config.proxy.upstream_cmd is not None
-    return stdio_upstreams(config.proxy.upstream_cmd)
+    return {SINGLE: stdio_upstreams(config.proxy.upstream_cmd)}
+
+
+async def check_upstreams(gateway: Gateway) -> None:
+    """Start each upstream of ``--upstreams`` once, before listening, and check the names it lists: one too long
+    when prefixed is a start-up error; an upstream that cannot start or answer is left out (and tried again).
+
+    Raises:
+        UsageError: a prefixed name is over 64 characters, or two are the same.
+    """
+    health = gateway.federation_health
+    assert health is not None
+
+    async def one(name: str) -> None:
+        try:
+            listed = await gateway.probe(name)
+        except Exception as exc:
+            health.down(name, f"cannot start or answer: {exc or type(exc).__name__}")
+            return
+        for field, items in listed.items():
+            seen: set[str] = set()
+            for item in items if isinstance(items, list) else []:
+                full = prefixed(name, str(item.get("name", "")) if isinstance(item, dict) else "")
+                if len(full) > MAX_LISTED_NAME:
+                    raise UsageError(
+                        f"--upstreams: {field} {full!r} of upstream {name} is {len(full)} characters long with its "
+                        f"prefix, over {MAX_LISTED_NAME}: give the upstream a shorter name"
+                    )
+                if full in seen:
+                    raise UsageError(f"--upstreams: upstream {name} lists {field} {full!r} twice")
+                seen.add(full)
+        health.up(name)
+
+    await asyncio.gather(*(one(spec.name) for spec in gateway.config.upstreams))
 
 
 class _Server(uvicorn.Server):
@@ -92,7 +142,13 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
-async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig, ui_token: str | None) -> None:
+async def _serve(
+    server: _Server, gateway: Gateway, config: GatewayConfig, ui_token: str | None, verifier: TokenVerifier | None
+) -> None:
+    if verifier is not None:
+        await verifier.keys.start()
+    if config.upstreams:
+        await check_upstreams(gateway)
     task = asyncio.ensure_future(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
@@ -105,7 +161,7 @@ async def _serve(server: _Server, gateway: Gateway, config: GatewayConfig, ui_to
                 sys.stderr.write(f"checkpoint serve: listening on {scheme}://{shown}:{port}/mcp\n")
                 if ui_token is not None:
                     # The URL carries the token only when it is a fresh one; the operator knows --auth-token-env's.
-                    query = "" if config.auth_token else f"?{TOKEN_PARAMETER}={ui_token}"
+                    query = "" if config.auth_token and verifier is None else f"?{TOKEN_PARAMETER}={ui_token}"
                     sys.stderr.write(f"checkpoint serve: the journal's pages at {scheme}://{shown}:{port}/ui/{query}\n")
                 sys.stderr.flush()
     stopped = asyncio.ensure_future(gateway.stopped.wait())
@@ -142,7 +198,12 @@ def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> in
 
     Raises:
         JournalError: the journal cannot be opened.
+        KeySetUnavailable: ``--jwks-file`` cannot be read.
+        UsageError: an upstream of ``--upstreams`` lists a name too long to prefix.
     """
+    verifier = TokenVerifier(config.tokens) if config.tokens is not None else None
+    if verifier is not None and config.tokens is not None and config.tokens.jwks_file is not None:
+        verifier.keys.load_file()  # a key file that cannot be read is an error now, not at the first request
     with ExitStack() as stack:
         journal: Journal | None = None
         if config.proxy.journal is not None:
@@ -151,23 +212,27 @@ def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> in
             logger.info("journal %s", journal.location)
         telemetry = from_environ(os.environ)
         stack.callback(telemetry.shutdown)  # the last spans are exported before the process ends
-        gateway = Gateway(config, journal, upstreams(config), GatewayMetrics(), telemetry)
+        metrics = GatewayMetrics(principals=verifier is not None)
+        gateway = Gateway(config, journal, upstreams(config), metrics, telemetry)
         mounts: dict[str, Any] = {}
         ui_token: str | None = None
         if journal is not None and config.proxy.journal is not None:
             # The operator's pages, behind the gateway's token (or, without one, a fresh one as for `journal ui`).
-            ui_token = config.auth_token or new_token()
+            ui_token = (config.auth_token if verifier is None else None) or new_token()
             pages = create_ui_app(
                 config.proxy.journal,
-                token=ui_token,
+                token=ui_token if verifier is None else None,
                 allowed_hosts=LOOPBACK_NAMES if config.loopback else ("*",),
                 shown_location=journal.location,
                 audit_key=journal.audit_key,
                 settle=settle,
+                gate=None if verifier is None else Middleware(OperatorGate, verifier=verifier, token=ui_token),
             )
             stack.callback(pages.state.access.close)  # a mounted app's own lifespan does not run
+            # With an identity provider, an operator's token opens the pages (an agent's never does), and so does
+            # the printed URL's fresh token; else the pages check --auth-token-env's token (or the fresh one).
             mounts["/ui"] = pages
-        app = build_app(gateway, mounts)
+        app = build_app(gateway, mounts, verifier)
         uv_config = uvicorn.Config(
             app,
             host=config.host,
@@ -180,7 +245,7 @@ def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> in
         )
         server = _Server(uv_config, gateway)
         with asyncio.Runner(loop_factory=uv_config.get_loop_factory()) as runner:
-            runner.run(_serve(server, gateway, config, ui_token))
+            runner.run(_serve(server, gateway, config, ui_token, verifier))
         if gateway.fatal is not None or not server.started:
             return 1
         return 128 + server.signal if server.signal is not None else 0

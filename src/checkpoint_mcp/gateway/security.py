@@ -6,6 +6,11 @@
   plus every ``--allowed-origin``.
 * ``BearerAuth``: with ``--auth-token-env``, every request needs ``Authorization: Bearer <token>``; the token is
   compared in constant time and never logged.
+* ``TokenAuth``: with ``--issuer`` (tokens from an identity provider), every request needs a valid
+  ``Authorization: Bearer <JWT>`` (``tokens.TokenVerifier``); a refusal is 401 with ``WWW-Authenticate: Bearer
+  resource_metadata="…"`` (RFC 9728), plus ``error="invalid_token"`` when a token was given. It puts who the token
+  speaks for in the scope (``PRINCIPAL``, ``OPERATOR``) for the routes behind it; the token itself goes no further.
+* ``OperatorOnly``: the paths that show every principal's workflows (``/metrics``) need the operator's role.
 * ``BodyLimit``: a body longer than ``--max-body`` gets 413 before any of it is routed.
 """
 
@@ -17,9 +22,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from checkpoint_mcp.errors import InvalidToken, KeySetUnavailable
 from checkpoint_mcp.gateway.config import LOOPBACK_NAMES
 from checkpoint_mcp.gateway.streams import error_body
-from checkpoint_mcp.refusals import INVALID_REQUEST, SESSION_NOT_FOUND
+from checkpoint_mcp.gateway.tokens import TokenVerifier, request_base
+from checkpoint_mcp.refusals import INVALID_REQUEST, SESSION_NOT_FOUND, TRANSPORT_ERROR
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +37,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 FORBIDDEN = SESSION_NOT_FOUND  # a JSON-RPC error without id, as the transport spec allows in a 403 body
+PRINCIPAL = "checkpoint.principal"
+"""The scope key ``TokenAuth`` sets: the principal a valid token names (absent: one principal, no tokens)."""
+OPERATOR = "checkpoint.operator"
+"""The scope key ``TokenAuth`` sets: True when the token carries the operator's role."""
 
 
 async def respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -112,6 +123,124 @@ class BearerAuth:
             await respond(send, 401, body, [(b"www-authenticate", b'Bearer realm="checkpoint"')])
             return
         await self._app(scope, receive, send)
+
+
+def _exempt(scope: Scope, prefixes: tuple[str, ...]) -> bool:
+    path: str = scope["path"]
+    return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as the value of an auth-param (RFC 9110 quoted-string), without quotes or backslashes."""
+    return "".join(c for c in text if c.isprintable() and c not in '"\\')[:200]
+
+
+class TokenAuth:
+    """401 unless the request carries a valid token of the identity provider; its identity goes into the scope.
+
+    Paths under an ``exempt`` prefix (the protected-resource metadata, mounted apps with a check of their own) are
+    let through without one.
+    """
+
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier, exempt: tuple[str, ...] = ()) -> None:
+        self._app = app
+        self._verifier = verifier
+        self._exempt = exempt
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _exempt(scope, self._exempt):
+            await self._app(scope, receive, send)
+            return
+        given = header(scope, b"authorization")
+        scheme, _, token = (given or "").partition(" ")
+        if given is None or scheme.lower() != "bearer" or not token.strip():
+            reason = "no Authorization header" if given is None else "an Authorization header that is no bearer token"
+            logger.warning("refused a request with %s", reason)
+            await self._refuse(scope, send, f"Unauthorized: {reason}; send 'Authorization: Bearer <access token>'")
+            return
+        try:
+            identity = await self._verifier.verify(token.strip())
+        except InvalidToken as exc:
+            logger.warning("refused a request: %s", exc)
+            await self._refuse(scope, send, f"Unauthorized: {exc}", str(exc))
+            return
+        except KeySetUnavailable as exc:
+            logger.error("cannot check a token: %s", exc)
+            body = error_body(TRANSPORT_ERROR, f"Service Unavailable: cannot check the token: {exc}")
+            await respond(send, 503, body, [(b"retry-after", b"5")])
+            return
+        scope[PRINCIPAL] = identity.principal
+        scope[OPERATOR] = identity.operator
+        await self._app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, send: Send, text: str, invalid: str | None = None) -> None:
+        url = self._verifier.settings.metadata_url(_base(scope))
+        value = f'Bearer resource_metadata="{url}"'
+        if invalid is not None:
+            value += f', error="invalid_token", error_description="{_quoted(invalid)}"'
+        await respond(send, 401, error_body(FORBIDDEN, text), [(b"www-authenticate", value.encode("latin-1"))])
+
+
+class OperatorOnly:
+    """403 for a request under one of ``paths`` whose token lacks the operator's role (``TokenAuth`` ran first)."""
+
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier, paths: tuple[str, ...]) -> None:
+        self._app = app
+        self._verifier = verifier
+        self._paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _exempt(scope, self._paths) and not scope.get(OPERATOR, False):
+            logger.warning("refused %s to a token without the operator's role", scope["path"])
+            url = self._verifier.settings.metadata_url(_base(scope))
+            value = f'Bearer error="insufficient_scope", resource_metadata="{url}"'
+            wanted = self._verifier.settings.operator_scope
+            if wanted is not None:
+                value += f', scope="{_quoted(wanted)}"'
+            body = error_body(FORBIDDEN, "Forbidden: this needs the operator's role")
+            await respond(send, 403, body, [(b"www-authenticate", value.encode("latin-1"))])
+            return
+        await self._app(scope, receive, send)
+
+
+class OperatorGate:
+    """The operator's pages under ``--issuer`` (a middleware of the pages' own): a token with the operator's role
+    (bearer header) opens them; a valid token without it is refused (403: an agent never reaches every workflow);
+    anything else goes to the pages' token check (``ui.security.TokenGate``: the URL with a fresh ``token`` the
+    gateway printed on stderr)."""
+
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier, token: str) -> None:
+        from checkpoint_mcp.ui.security import TokenGate
+
+        self._pages = app
+        self._verifier = verifier
+        self._fallback = TokenGate(app, token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        given = header(scope, b"authorization") if scope["type"] == "http" else None
+        scheme, _, token = (given or "").partition(" ")
+        if given is not None and scheme.lower() == "bearer" and token.count(".") == 2:
+            try:
+                identity = await self._verifier.verify(token.strip())
+            except (InvalidToken, KeySetUnavailable):
+                identity = None
+            if identity is not None and identity.operator:
+                scope[PRINCIPAL], scope[OPERATOR] = identity.principal, True
+                await self._pages(scope, receive, send)
+                return
+            if identity is not None:
+                logger.warning("refused the operator's pages to a token without the operator's role")
+                text = b"403 Forbidden: this token lacks the operator's role\n"
+                head = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(text)).encode())]
+                await send({"type": "http.response.start", "status": 403, "headers": head})
+                await send({"type": "http.response.body", "body": text})
+                return
+        await self._fallback(scope, receive, send)
+
+
+def _base(scope: Scope) -> str:
+    """The gateway's ``scheme://host`` as this request reached it."""
+    return request_base(scope.get("scheme", "http"), header(scope, b"host"), scope.get("server"))
 
 
 class BodyLimit:

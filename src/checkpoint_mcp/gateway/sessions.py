@@ -10,6 +10,11 @@
   gateways serve one workflow at once, and the reservation of a call in the database (its sequence and key are
   unique per workflow) is what keeps two of them from running it. Either way all the interceptors of a workflow
   share one ``Workflow``, so calls of several sessions take distinct sequences and see each other in flight.
+* Principals (``--issuer``): each workflow a principal asks for is journaled under an id of its own
+  (``principals.journal_workflow``), recorded in the journal as that principal's before its first call; a session
+  answers only to the principal that opened it.
+* Federation (``--upstreams``): each session or workflow channel is a ``Federation`` of one ``Channel`` per
+  upstream, each journaling ``<workflow>/<upstream>`` under that upstream's policy.
 """
 
 from __future__ import annotations
@@ -19,15 +24,19 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
+from checkpoint_mcp.gateway.federation import Federation, FederationHealth, ask
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
+from checkpoint_mcp.gateway.principals import journal_workflow
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.decision.workflow import Workflow
+from checkpoint_mcp.intercept.interceptor import Interceptor
+from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.traced import traced
 from checkpoint_mcp.journal.base import Journal, Ownership
 from checkpoint_mcp.journal.committer import Committer
@@ -35,6 +44,7 @@ from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.journal.replicas import ReplicaPresence
 from checkpoint_mcp.telemetry import OFF, Telemetry, peer
 from checkpoint_mcp.upstream.base import Upstream
+from checkpoint_mcp.wire import Message, classify, encode
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +52,9 @@ REAP_EVERY_SECONDS = 1.0
 KEPT_STREAMS = 64  # finished request streams a session keeps for Last-Event-ID resumption
 
 UpstreamFactory = Callable[[], Awaitable[Upstream]]
+SINGLE = ""
+"""The key of the one upstream of `--upstream-cmd` / `--upstream-url` among the gateway's upstream factories."""
+PROBE_EVERY_SECONDS = 2.0  # how often an upstream of the file that is left out is tried again (``/healthz``)
 
 
 class _Workflow(NamedTuple):
@@ -50,12 +63,17 @@ class _Workflow(NamedTuple):
 
 
 class Session:
-    """One downstream session of the session era: its channel and its streams."""
+    """One downstream session of the session era: its channel (a federation of them, behind ``--upstreams``) and
+    its streams."""
 
-    def __init__(self, session_id: str, workflow: str, channel: Channel) -> None:
+    def __init__(
+        self, session_id: str, workflow: str, channel: Channel | Federation, principal: str | None = None
+    ) -> None:
         self.id = session_id
         self.workflow = workflow
         self.channel = channel
+        self.principal = principal
+        """Who opened it (with an identity provider): no one else's request reaches it."""
         self.standalone = Stream(f"{session_id}.get", StreamKind.STANDALONE)
         self.standalone_sent = 0  # lines of the standalone stream already given to a GET
         self.streams: dict[str, Stream] = {self.standalone.id: self.standalone}
@@ -84,22 +102,27 @@ class Gateway:
         self,
         config: GatewayConfig,
         journal: Journal | None,
-        upstream_factory: UpstreamFactory,
+        upstream_factories: Mapping[str, UpstreamFactory],
         metrics: GatewayMetrics,
         telemetry: Telemetry = OFF,
     ) -> None:
+        """``upstream_factories``: the one upstream under ``SINGLE``, or each upstream of ``--upstreams`` by name."""
         self.config = config
         self.telemetry = telemetry
         self.journal = journal
         self.metrics = metrics
-        self._new_upstream = upstream_factory
+        self._factories = dict(upstream_factories)
+        self._specs = {spec.name: spec for spec in config.upstreams}
+        self.federation_health = FederationHealth(tuple(self._specs)) if self._specs else None
+        """Each upstream of ``--upstreams``: None while it answers, else why not (``/healthz``)."""
+        self._probing: asyncio.Task[None] | None = None
         self._workflows: dict[str, _Workflow] = {}
         self._commits = CommitSignal()
         self._committer = Committer(journal) if journal is not None else None
         """Commits the channels' journal writes that must not hold the event loop (PostgreSQL's always; SQLite's
         when another connection holds its write lock) on a thread of its own."""
         self.sessions: dict[str, Session] = {}
-        self.channels: dict[str, Channel] = {}  # 2026-07-28: workflow -> channel
+        self.channels: dict[str, Channel | Federation] = {}  # 2026-07-28: journal workflow -> its channel
         self._opening: dict[str, asyncio.Lock] = {}
         self.draining = False
         self.fatal: str | None = None
@@ -124,17 +147,30 @@ class Gateway:
             return default_workflow_id(self.config.proxy.journal)
         return "default"
 
-    def _calls(self, workflow: str) -> Workflow | None:
-        """The shared sequences and decisions of ``workflow``, owning it on first use.
+    def _proxy(self, upstream: str) -> ProxyConfig:
+        """The interceptor's settings for ``upstream``: the command line's, or (``--upstreams``) its table's."""
+        spec = self._specs.get(upstream)
+        if spec is None:
+            return self.config.proxy
+        return self.config.proxy._replace(upstream_cmd=spec.command, remote=spec.remote, policy=spec.policy)
+
+    def _calls(
+        self, workflow: str, principal: str | None, requested: str, upstream: str, proxy: ProxyConfig
+    ) -> Workflow | None:
+        """The shared sequences and decisions of ``workflow``, owning it on first use (and recording it as
+        ``principal``'s, asked for as ``requested``, if there are principals).
 
         Raises:
             WorkflowOwned: another live process owns it.
+            WorkflowOfAnother: the journal records it as another principal's.
             JournalError: the journal cannot be read.
         """
         if self.journal is None:
             return None
         known = self._workflows.get(workflow)
         if known is None:
+            if principal is not None:
+                self.journal.claim_workflow(workflow, principal, requested, upstream or None)
             ownership = (
                 None if self.presence is not None else self.journal.acquire(workflow, command="checkpoint serve")
             )
@@ -143,8 +179,9 @@ class Gateway:
                 calls = Workflow(
                     self.journal,
                     lineage,
-                    replay_from_start=self.config.proxy.replay_from_start,
+                    replay_from_start=proxy.replay_from_start,
                     join_timeout=self.config.join_timeout,
+                    principal=principal,
                 )
             except BaseException:
                 if ownership is not None:
@@ -155,22 +192,34 @@ class Gateway:
         return known.calls
 
     async def _open_channel(
-        self, name: str, workflow: str, unrelated: Callable[[bytes], None] | None, *, session: bool
+        self,
+        name: str,
+        requested: str,
+        principal: str | None,
+        unrelated: Callable[[bytes], None] | None,
+        upstream_name: str = SINGLE,
+        *,
+        session: bool = True,
     ) -> Channel:
-        """A channel to a new upstream for ``workflow``; ``session``: it carries one MCP session's requests (session
-        era), else the requests of every client of the workflow (2026-07-28), which share no memory."""
-        calls = self._calls(workflow)
+        """A channel to a new upstream for ``principal``'s ``requested`` workflow; ``session``: it carries one MCP
+        session's requests (session era), else the requests of every client of the workflow (2026-07-28), which
+        share no memory of what they were answered."""
+        proxy = self._proxy(upstream_name)
+        workflow = journal_workflow(principal, requested, upstream_name or None)
+        calls = self._calls(workflow, principal, requested, upstream_name, proxy)
         lineage = calls.lineage if calls is not None else None
-        proxy = self.config.proxy
         url = proxy.remote.url if proxy.remote is not None else None
         trace = self.telemetry.session(
-            peer("tcp", url), journaled=self.journal is not None, redact_args=proxy.redact_args
+            peer("tcp", url)._replace(principal=principal),
+            journaled=self.journal is not None,
+            redact_args=proxy.redact_args,
         )
         interceptor = traced(trace, proxy, self.journal, lineage, workflow=calls, session=session)
         try:
-            upstream = await self._new_upstream()
+            upstream = await self._factories[upstream_name]()
         except Exception as exc:
-            self.upstream_error = str(exc)
+            if upstream_name == SINGLE:
+                self.upstream_error = str(exc)
             raise
         if url is not None:
             from checkpoint_mcp.upstream.http.remote import RemoteUpstream
@@ -182,9 +231,9 @@ class Gateway:
             interceptor,
             upstream,
             unrelated=unrelated,
-            observe=self._observe,
+            observe=lambda stream, body: self._observe(stream, body, principal),
             flushed=self.metrics.journal_latency.observe,
-            health=self._upstream_health,
+            health=self._upstream_health if upstream_name == SINGLE else None,
             commits=self._commits,
             join_timeout=self.config.join_timeout,
             committer=self._committer,
@@ -197,17 +246,50 @@ class Gateway:
             logger.error("%s", error)
         self.upstream_error = error
 
-    def _observe(self, stream: Stream, body: Any) -> None:
+    def _observe(self, stream: Stream, body: Any, principal: str | None) -> None:
         if stream.method == "tools/call":
-            self.metrics.observe_call(body)
+            self.metrics.observe_call(body, principal)
 
     # ---- session era --------------------------------------------------------------------------------------
 
-    async def open_session(self, workflow: str) -> Session:
-        """A new session with its own upstream.
+    def _federation(
+        self,
+        name: str,
+        requested: str,
+        principal: str | None,
+        unrelated: Callable[[bytes], None] | None,
+        *,
+        session: bool,
+    ) -> Federation:
+        holder: list[Federation] = []
+
+        async def opener(upstream: str) -> Channel:
+            member = holder[0].member_unrelated(upstream)
+            return await self._open_channel(
+                f"{name} ({upstream})", requested, principal, member, upstream, session=session
+            )
+
+        federation = Federation(
+            name,
+            tuple(self._specs),
+            opener,
+            self._health(),
+            server_name=self.config.proxy.server_name,
+            server_version=self.config.proxy.server_version,
+            unrelated=unrelated,
+        )
+        holder.append(federation)
+        return federation
+
+    def _health(self) -> FederationHealth:
+        assert self.federation_health is not None
+        return self.federation_health
+
+    async def open_session(self, workflow: str, principal: str | None = None) -> Session:
+        """A new session of ``principal`` (None: no identity provider) with its own upstream (or upstreams).
 
         Raises:
-            WorkflowOwned, JournalError: the workflow cannot be journaled here.
+            WorkflowOwned, WorkflowOfAnother, JournalError: the workflow cannot be journaled here.
             UpstreamError, OSError: the upstream cannot be started.
         """
         session_id = secrets.token_hex(16)
@@ -217,8 +299,14 @@ class Gateway:
             if holder:
                 holder[0].standalone.append(line)
 
-        channel = await self._open_channel(f"session {session_id[:8]}", workflow, unrelated, session=True)
-        session = Session(session_id, workflow, channel)
+        name = f"session {session_id[:8]}"
+        channel: Channel | Federation
+        if self._specs:
+            channel = self._federation(name, workflow, principal, unrelated, session=True)
+            await channel.start(eager=False)  # its members start at the client's initialize, with its hello
+        else:
+            channel = await self._open_channel(name, workflow, principal, unrelated)
+        session = Session(session_id, workflow, channel, principal)
         holder.append(session)
         self.sessions[session_id] = session
         logger.info("session %s opened on workflow %r", session_id[:8], workflow)
@@ -236,22 +324,36 @@ class Gateway:
 
     # ---- 2026-07-28 ---------------------------------------------------------------------------------------
 
-    async def workflow_channel(self, workflow: str) -> Channel:
-        """The channel of ``workflow``, opened (with its upstream) if it has none.
+    def session_of(self, session_id: str, principal: str | None) -> Session | None:
+        """The open session ``session_id`` if it is ``principal``'s (another's is as unknown as a closed one)."""
+        session = self.sessions.get(session_id)
+        if session is None or session.channel.closed.is_set() or session.principal != principal:
+            return None
+        return session
+
+    async def workflow_channel(self, workflow: str, principal: str | None = None) -> Channel | Federation:
+        """The channel of ``principal``'s ``workflow``, opened (with its upstream, or upstreams) if it has none.
 
         Raises:
-            WorkflowOwned, JournalError: the workflow cannot be journaled here.
+            WorkflowOwned, WorkflowOfAnother, JournalError: the workflow cannot be journaled here.
             UpstreamError, OSError: the upstream cannot be started.
         """
-        channel = self.channels.get(workflow)
+        key = journal_workflow(principal, workflow, None)
+        channel = self.channels.get(key)
         if channel is not None and not channel.closed.is_set():
             return channel
-        lock = self._opening.setdefault(workflow, asyncio.Lock())
+        lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
-            channel = self.channels.get(workflow)
+            channel = self.channels.get(key)
             if channel is None or channel.closed.is_set():
-                channel = await self._open_channel(f"workflow {workflow!r}", workflow, None, session=False)
-                self.channels[workflow] = channel
+                name = f"workflow {key!r}"
+                if self._specs:
+                    federation = self._federation(name, workflow, principal, None, session=False)
+                    await federation.start(eager=True)
+                    channel = federation
+                else:
+                    channel = await self._open_channel(name, workflow, principal, None, session=False)
+                self.channels[key] = channel
         return channel
 
     # ---- upkeep -------------------------------------------------------------------------------------------
@@ -273,6 +375,53 @@ class Gateway:
             except JournalError as exc:  # the channels then commit on the event loop, as they can
                 logger.warning("%s; committing on the event loop", exc)
         self._reaper = loop.create_task(self._reap())
+        if self.federation_health is not None:
+            self._probing = loop.create_task(self._probe_left_out())
+
+    async def probe(self, upstream: str) -> dict[str, Any]:
+        """Start ``upstream`` of the file alone (no journal), ask its tools, prompts and resource templates, and
+        end it: what it lists, by list (``--upstreams`` checks names at start and tries left-out upstreams again).
+
+        Raises:
+            Exception: it cannot be started or does not answer.
+        """
+        proxy = self._proxy(upstream)._replace(journal=None, policy=None)
+        channel = Channel(f"probe ({upstream})", Interceptor(proxy, None, None), await self._factories[upstream]())
+        await channel.start()
+        try:
+            hello = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "checkpoint", "version": "0"},
+            }
+            answer = await ask(channel, "initialize", hello, "checkpoint-probe-0")
+            channel.submit(*_notice("notifications/initialized"), None)
+            found = answer.get("capabilities")
+            capabilities: dict[str, Any] = found if isinstance(found, dict) else {}
+            listed: dict[str, Any] = {}
+            for method, field, capability in _PROBED:
+                if capability in capabilities:
+                    listed[field] = (await ask(channel, method, {}, f"checkpoint-probe-{field}")).get(field, [])
+            return listed
+        finally:
+            await channel.close("probe done")
+
+    async def _probe_left_out(self) -> None:
+        """Try each upstream of the file that is left out again, every few seconds, so ``/healthz`` and the next
+        request see it back as soon as it answers."""
+        health = self._health()
+        while True:
+            await asyncio.sleep(PROBE_EVERY_SECONDS)
+            for name, why in list(health.status.items()):
+                if why is None or self.draining:
+                    continue
+                try:
+                    async with asyncio.timeout(PROBE_EVERY_SECONDS * 5):
+                        await self.probe(name)
+                except Exception as exc:
+                    logger.debug("upstream %s still left out: %s", name, exc)
+                else:
+                    health.up(name)
 
     async def _reap(self) -> None:
         while True:
@@ -309,10 +458,11 @@ class Gateway:
     async def shutdown(self) -> None:
         """Let calls in flight finish and be journaled (bounded), close every upstream, release workflows."""
         self.end_long_streams()
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
+        for task in (self._reaper, self._probing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         channels = [*(s.channel for s in self.sessions.values()), *self.channels.values()]
         self.sessions.clear()
         self.channels.clear()
@@ -331,7 +481,13 @@ class Gateway:
 
     def _running_upstreams(self) -> float:
         channels = [*(s.channel for s in self.sessions.values()), *self.channels.values()]
-        return float(sum(1 for channel in channels if not channel.closed.is_set()))
+        return float(
+            sum(
+                channel.running() if isinstance(channel, Federation) else 1
+                for channel in channels
+                if not channel.closed.is_set()
+            )
+        )
 
     def _in_doubt(self) -> float:
         if self.journal is None:
@@ -346,9 +502,9 @@ class Gateway:
         channels = [*(s.channel for s in self.sessions.values()), *self.channels.values()]
         return sum(channel.calls_in_flight() for channel in channels)
 
-    def health(self) -> tuple[bool, dict[str, str]]:
+    def health(self) -> tuple[bool, dict[str, Any]]:
         """Ready? With what each dependency says."""
-        report: dict[str, str] = {}
+        report: dict[str, Any] = {}
         ok = not self.draining and self.fatal is None
         if self.draining:
             report["gateway"] = "shutting down"
@@ -368,9 +524,29 @@ class Gateway:
             if not self.presence.alive:
                 ok = False
                 report["liveness"] = f"lost: {self.presence.lost_reason}"
-        if self.upstream_error is not None:
+        if self.federation_health is not None:
+            status = self.federation_health.status
+            report["upstreams"] = {name: "ok" if why is None else f"left out: {why}" for name, why in status.items()}
+            out = [name for name, why in status.items() if why is not None]
+            if len(out) == len(status):
+                ok = False  # no upstream answers: nothing can be served
+            running = int(self._running_upstreams())
+            report["upstream"] = f"degraded: {', '.join(out)} left out" if out else f"ok ({running} running)"
+        elif self.upstream_error is not None:
             ok = False
             report["upstream"] = self.upstream_error
         else:
             report["upstream"] = f"ok ({int(self._running_upstreams())} running)"
         return ok, report
+
+
+_PROBED = (
+    ("tools/list", "tools", "tools"),
+    ("prompts/list", "prompts", "prompts"),
+    ("resources/templates/list", "resourceTemplates", "resources"),
+)
+
+
+def _notice(method: str) -> tuple[Message, bytes]:
+    line = encode({"jsonrpc": "2.0", "method": method})
+    return classify(line), line

@@ -124,6 +124,7 @@ class WorkflowSummary(NamedTuple):
     counts: dict[CallState, int]
     last_activity: str | None = None
     owner: OwnerInfo | None = None
+    principal: str | None = None  # whose it is (`checkpoint serve` with an identity provider), if anyone's
 
 
 class ResolveAction(enum.Enum):
@@ -455,7 +456,19 @@ class Journal(ABC):
             ValueError: ``detail`` has no canonical JSON form.
         """
 
+    @abstractmethod
+    def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
+        """Record ``workflow`` as ``principal``'s, unless it already is (see ``principals.PrincipalStore``).
+
+        Raises:
+            WorkflowOfAnother: it is another principal's, or was journaled without one.
+        """
+
     # ---- what an operator needs ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def principals(self) -> dict[str, str]:
+        """Every workflow recorded as a principal's, and that principal."""
 
     @abstractmethod
     def owner(self, root: str) -> OwnerInfo | None:

@@ -92,7 +92,12 @@ def render_ls(summaries: list[WorkflowSummary]) -> str:
         ]
         for s in ordered
     ]
-    return _table(["WORKFLOW", "LINEAGE", "IN DOUBT", "COMPLETED", "FAILED", "LAST ACTIVITY", "LIVE OWNER"], rows)
+    head = ["WORKFLOW", "LINEAGE", "IN DOUBT", "COMPLETED", "FAILED", "LAST ACTIVITY", "LIVE OWNER"]
+    if any(s.principal is not None for s in ordered):  # a gateway with an identity provider wrote some of them
+        head.insert(1, "PRINCIPAL")
+        for row, s in zip(rows, ordered, strict=True):
+            row.insert(1, s.principal or "-")
+    return _table(head, rows)
 
 
 def _negated(timestamp: str | None) -> tuple[int, ...]:
@@ -109,6 +114,7 @@ def summary_json(summary: WorkflowSummary) -> dict[str, Any]:
         "createdAt": summary.created_at,
         "counts": {state.value: summary.counts.get(state, 0) for state in CallState},
         "lastActivity": summary.last_activity,
+        "principal": summary.principal,
         "owner": None
         if summary.owner is None
         else {"pid": summary.owner.pid, "host": summary.owner.host, "since": summary.owner.since},
@@ -173,6 +179,8 @@ def render_show(summary: WorkflowSummary, calls: list[CallRecord], resolutions: 
     if summary.parent is not None:
         header.append(f"  calls before #{summary.fork_seq} are those of {summary.parent}")
     header.append(f"  live owner: {summary.owner.describe() if summary.owner else 'none'}")
+    if summary.principal is not None:
+        header.append(f"  principal: {summary.principal}")
     rows = [
         [f"#{r.seq}", r.tool, r.state.value, r.started_at, call_duration_text(r), short_arguments(r), r.key or ""]
         for r in calls

@@ -171,5 +171,10 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
                 detail TEXT NOT NULL
             )
             """,
+            # Whose a workflow is (principals.py): `checkpoint serve` with an identity provider records, in the
+            # workflow's own row and before any call of it is journaled, the principal it belongs to; the first
+            # record wins, so every replica maps it alike. NULL: no principal's (a branch: its root's principal's).
+            # A column, not a table: no new relation files for the database to keep.
+            "ALTER TABLE workflows ADD COLUMN principal TEXT",
         ),
     }

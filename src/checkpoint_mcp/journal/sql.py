@@ -33,6 +33,7 @@ from checkpoint_mcp.journal.base import (
 )
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
+from checkpoint_mcp.journal.principals import Principals
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
 from checkpoint_mcp.journal.reserving import Reserving
@@ -282,13 +283,23 @@ class SqlJournal(Journal):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept.
 
     Its parts, each over the journal's own connection (``rows.Statements``): ``approvals`` (``SqlApprovals``), the
-    conditional reservation (``Reserving``) and the settlements of in-doubt calls (``Settlements``).
+    conditional reservation (``Reserving``), the settlements of in-doubt calls (``Settlements``) and whose each
+    workflow is (``Principals``).
     """
 
     def __init__(self) -> None:
         self.approvals = SqlApprovals(self)
         self._reserving = Reserving(self)
         self._settlements = Settlements(self)
+        self._principals = Principals(self)
+
+    def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
+        """See ``Journal.claim_workflow`` (``principals.py``)."""
+        self._principals.claim(workflow, principal, requested, upstream)
+
+    def principals(self) -> dict[str, str]:
+        """See ``Journal.principals`` (``principals.py``)."""
+        return self._principals.all()
 
     def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
         """See ``Journal.reserve`` (``reserving.py``)."""
@@ -476,6 +487,7 @@ class SqlJournal(Journal):
             if latest and latest > last.get(workflow, ""):
                 last[workflow] = latest
         owners = {root: self.owner(root) for root in {row[1] for row in rows}}
+        principals = self.principals()
         return [
             WorkflowSummary(
                 workflow=row[0],
@@ -486,6 +498,7 @@ class SqlJournal(Journal):
                 counts=per.get(row[0], {}),
                 last_activity=last.get(row[0]),
                 owner=owners[row[1]],
+                principal=principals.get(row[0], principals.get(row[1])),  # a branch is its root's principal's
             )
             for row in rows
         ]

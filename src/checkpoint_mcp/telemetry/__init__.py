@@ -47,6 +47,7 @@ class Peer(NamedTuple):
     upstream_transport: str  # ``pipe`` (a child over stdio) or ``tcp`` (--upstream-url)
     server_address: str | None = None  # the real upstream's host, for --upstream-url
     server_port: int | None = None
+    principal: str | None = None  # whose requests these are (checkpoint serve with an identity provider)
 
 
 def peer(client_transport: str, upstream_url: str | None) -> Peer:

@@ -180,6 +180,8 @@ class LineTrace:
         if protocol:
             metric["mcp.protocol.version"] = protocol
         attributes = {**metric, "jsonrpc.request.id": _id_text(message.id)}
+        if self._peer.principal is not None:
+            attributes["checkpoint.principal"] = self._peer.principal  # a span's, not a metric's: unbounded
         if self._record_content and method == "tools/call" and "arguments" in params:
             attributes["gen_ai.tool.call.arguments"] = dumps(params["arguments"])
         parent, links = self._parent(meta, carrier)

@@ -333,6 +333,7 @@ def create_app(
     shown_location: str | None = None,
     audit_key: bytes | None = None,
     settle: SettleAction | None = None,
+    gate: Middleware | None = None,
 ) -> Starlette:
     """The operator's pages for the journal at ``location``.
 
@@ -341,7 +342,8 @@ def create_app(
     ``shown_location``: the journal as the pages name it (default: ``location``; give one without credentials).
     ``audit_key``: authenticates the hash chain links that resolutions made here add (``--audit-key-env``).
     ``settle``: settles an in-doubt call by the tool policy (``proxy.reconcile.settle_action``); None: the pages
-    offer only the resolve forms.
+    offer only the resolve forms. ``gate``: a check of a mounting app's own in place of the token's (`checkpoint
+    serve --issuer`: an operator's token, else the printed URL's); None: ``token`` decides.
     """
     access = JournalAccess(location, audit_key)
 
@@ -351,7 +353,9 @@ def create_app(
         access.close()
 
     middleware = [Middleware(HostCheck, allowed=tuple(allowed_hosts)), Middleware(SecurityHeaders)]
-    if token is not None:
+    if gate is not None:
+        middleware.append(gate)
+    elif token is not None:
         middleware.append(Middleware(TokenGate, token=token))
     middleware.append(Middleware(CsrfCookie))
     routes = [

@@ -163,6 +163,7 @@ def workflows_page(page: Page, overview: Overview) -> str:
         parts.append('<p class="empty">The journal has no workflows yet.</p>')
         return layout(page, "Workflows", "".join(parts))
     tree_rows: list[str] = []
+    principals = any(row.summary.principal is not None for row in overview.tree)  # a gateway with tokens wrote some
     for row in overview.tree:
         s = row.summary
         indent = f'<span class="depth" style="width:{row.depth * 18}px"></span>{"└ " if row.depth else ""}'
@@ -175,11 +176,15 @@ def workflows_page(page: Page, overview: Overview) -> str:
             f'<td class="num">{s.counts.get(CallState.COMPLETED, 0)}</td>'
             f'<td class="num">{s.counts.get(CallState.FAILED, 0)}</td>'
             f'<td class="time">{escape(s.last_activity or "-")}</td>'
-            f"<td>{_owner(s)}</td></tr>"
+            f"<td>{_owner(s)}</td>"
+            + (f'<td class="principal">{escape(s.principal or "-")}</td>' if principals else "")
+            + "</tr>"
         )
     parts.append(
         '<h2>All workflows</h2><table class="workflows"><tr><th>Workflow</th><th>Lineage</th><th>In doubt</th>'
-        "<th>In flight</th><th>Completed</th><th>Failed</th><th>Last activity</th><th>Live owner</th></tr>"
+        "<th>In flight</th><th>Completed</th><th>Failed</th><th>Last activity</th><th>Live owner</th>"
+        + ("<th>Principal</th>" if principals else "")
+        + "</tr>"
         + "".join(tree_rows)
         + "</table>"
     )
@@ -210,6 +215,8 @@ def workflow_page(page: Page, timeline: Timeline, svg: str, *, notice: str = "",
         f"<dt>Created</dt><dd>{escape(s.created_at)}</dd>",
         f"<dt>Live owner</dt><dd>{_owner(s)}</dd>",
     ]
+    if s.principal is not None:
+        facts.append(f"<dt>Principal</dt><dd>{escape(s.principal)}</dd>")
     if timeline.forks:
         facts.append(
             "<dt>Forks</dt><dd>"

@@ -2,7 +2,9 @@
 
 ``limit = { calls = 3, per = "1h" }`` counts the tool's calls that ran or are running (a call in flight counts,
 so two concurrent calls cannot both pass a limit of one; a refused call does not) in the workflow, or, with
-``scope = "journal"``, in every workflow of the journal: a cap for a fleet. The count and the reservation are one
+``scope = "journal"``, in every workflow of the journal: a cap for a fleet, or with ``scope = "principal"`` in every
+workflow of the call's principal (`checkpoint serve` with tokens from an identity provider), so that one person's
+runaway agent cannot spend everyone's allowance. The count and the reservation are one
 transaction (``WithinLimit``), so replicas racing on one journal together run no more than the limit.
 """
 
@@ -28,8 +30,14 @@ def refused(facts: Facts, refusal: LimitReached) -> Refuse:
 
 
 def scope_key(scope: Scope, facts: Facts) -> str:
-    """Where a limit or budget counts this call: its workflow (the lineage's root), or the whole journal."""
-    return "journal" if scope is Scope.JOURNAL else f"workflow:{facts.place.lineage.root}"
+    """Where a limit or budget counts this call: its workflow (the lineage's root), the whole journal, or every
+    workflow of its principal (`checkpoint serve --issuer`; a call of no principal counts per workflow)."""
+    if scope is Scope.JOURNAL:
+        return "journal"
+    principal = facts.workflow.principal
+    if scope is Scope.PRINCIPAL and principal is not None:
+        return f"principal:{principal}"
+    return f"workflow:{facts.place.lineage.root}"
 
 
 class LimitCheck:

@@ -52,12 +52,20 @@ class Workflow:
     """Sequences, calls in flight and calls awaiting input of one workflow, in one process."""
 
     def __init__(
-        self, journal: Journal, lineage: Lineage, *, replay_from_start: bool = False, join_timeout: float | None = None
+        self,
+        journal: Journal,
+        lineage: Lineage,
+        *,
+        replay_from_start: bool = False,
+        join_timeout: float | None = None,
+        principal: str | None = None,
     ) -> None:
         """``join_timeout``: a call matching one in flight here (same sequence or key, same signature) joins it for
-        up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy)."""
+        up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy).
+        ``principal``: whose every call of this workflow is (`checkpoint serve --issuer`); None: nobody's."""
         self.journal = journal
         self.join_timeout = join_timeout
+        self.principal = principal
         self._lineage = lineage
         self._committed_lineage = lineage
         # Rows above the clients' range (written by an older Checkpoint, which accepted any 64-bit sequence)

@@ -57,6 +57,7 @@ class Scope(StrEnum):
 
     WORKFLOW = "workflow"  # the calls of the workflow the call is journaled to (what a table without scope means)
     JOURNAL = "journal"  # the calls of every workflow of the journal: a cap for a whole fleet
+    PRINCIPAL = "principal"  # the calls of every workflow of the principal (`serve --issuer`); else as workflow
 
 
 @dataclass(frozen=True)

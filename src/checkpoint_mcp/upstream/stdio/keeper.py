@@ -109,14 +109,16 @@ class LocalProcess:
         return False
 
 
-def spawn(command: str) -> LocalProcess:
-    """Start ``/bin/sh -c command`` with pipes for its stdin and stdout, below a keeper on Linux.
+def spawn(command: str, extra_env: Mapping[str, str] | None = None) -> LocalProcess:
+    """Start ``/bin/sh -c command`` with pipes for its stdin and stdout, below a keeper on Linux; ``extra_env``
+    is added to the environment it inherits.
 
     Raises:
         OSError: the processes could not be started.
     """
+    environ = {**os.environ, **extra_env} if extra_env else None
     if sys.platform != "linux":
-        return spawn_plain(command)
+        return spawn_plain(command, environ)
     prctl = _prctl()
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
@@ -124,7 +126,7 @@ def spawn(command: str) -> LocalProcess:
     parent = os.getpid()
     keeper = os.fork()
     if keeper == 0:  # pragma: no cover - runs in the keeper, which never returns
-        _keeper(command, prctl, parent, stdin_r, stdout_w, report_w)
+        _keeper(command, prctl, parent, stdin_r, stdout_w, report_w, environ)
     for fd in (stdin_r, stdout_w, report_w):
         os.close(fd)
     with os.fdopen(report_r, "rb") as report:
@@ -240,7 +242,13 @@ def _waiting_for_children(pid: int) -> bool:
 
 
 def _keeper(
-    command: str, prctl: Callable[[int, int], int], parent: int, stdin_r: int, stdout_w: int, report_w: int
+    command: str,
+    prctl: Callable[[int, int], int],
+    parent: int,
+    stdin_r: int,
+    stdout_w: int,
+    report_w: int,
+    environ: Mapping[str, str] | None = None,
 ) -> NoReturn:  # pragma: no cover - runs in the keeper
     status: int | None = None
     try:
@@ -258,7 +266,7 @@ def _keeper(
             os._exit(1)  # the proxy died before PR_SET_PDEATHSIG was in place
         shell = os.fork()
         if shell == 0:
-            _exec_shell(command, prctl, stdin_r, stdout_w)
+            _exec_shell(command, prctl, stdin_r, stdout_w, environ)
         with contextlib.suppress(OSError):
             os.setpgid(shell, shell)  # also done by the shell itself: whichever runs first
         os.write(report_w, str(shell).encode())
@@ -277,7 +285,11 @@ def _keeper(
 
 
 def _exec_shell(
-    command: str, prctl: Callable[[int, int], int], stdin_r: int, stdout_w: int
+    command: str,
+    prctl: Callable[[int, int], int],
+    stdin_r: int,
+    stdout_w: int,
+    environ: Mapping[str, str] | None = None,
 ) -> NoReturn:  # pragma: no cover - runs in the shell, before exec
     try:
         os.setpgid(0, 0)
@@ -288,7 +300,10 @@ def _exec_shell(
             signal.signal(signum, signal.SIG_DFL)  # Python ignores them; exec would pass that on
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # if the keeper itself is killed outright
-        os.execv(SHELL, [SHELL, "-c", command])  # noqa: S606 - this is the shell the spec asks for
+        if environ is None:
+            os.execv(SHELL, [SHELL, "-c", command])  # noqa: S606 - this is the shell the spec asks for
+        else:
+            os.execve(SHELL, [SHELL, "-c", command], environ)  # noqa: S606
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(2, f"checkpoint: cannot run {SHELL}: {exc}\n".encode())

@@ -18,13 +18,14 @@ from checkpoint_mcp.upstream.stdio import keeper
 from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
 
 
-def spawn(command: str) -> LocalProcess:
-    """Start ``/bin/sh -c command`` with pipes for stdin and stdout, its process tree kept (see ``keeper``).
+def spawn(command: str, extra_env: Mapping[str, str] | None = None) -> LocalProcess:
+    """Start ``/bin/sh -c command`` with pipes for stdin and stdout, its process tree kept (see ``keeper``);
+    ``extra_env`` is added to the environment it inherits.
 
     Raises:
         OSError: the shell could not be started.
     """
-    return keeper.spawn(command)
+    return keeper.spawn(command, extra_env)
 
 
 def spawn_quiet(command: str, env: Mapping[str, str], cwd: str) -> LocalProcess:

@@ -54,7 +54,7 @@ def init_ok(*args: str, **kw: Any) -> str:
 
 def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_bytes(project: Path) -> None:
     before, dirs = snapshot(project), folders(project)
-    out = init_ok("--project", str(project))
+    out = init_ok("--project", str(project), "--diff")
     assert f"--- {project}/.mcp.json" in out
     assert f"+++ {project}/.claude/settings.json" in out
     assert "wrapped: quoted, remote" in out

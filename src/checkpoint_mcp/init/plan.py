@@ -575,7 +575,7 @@ def _policy_summary(result: Plan, *, dry_run: bool) -> list[str]:
         folder = os.path.dirname(result.policies[0])
         lines.append(
             f"{'would write' if dry_run else 'wrote'} {len(result.policies)} active policies in {folder} "
-            "(each wrapped server gets its own with --policy; each table says why; --diff prints them whole)"
+            "(one per server, given with --policy; each table says why; --diff prints them)"
             + (":" if result.written else "")
         )
     lines += policy_overview.overview(result.written)

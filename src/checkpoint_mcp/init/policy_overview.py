@@ -35,10 +35,10 @@ def overview(written: Sequence[Written]) -> list[str]:
         ]
         numbers = [str(n).rjust(len(column)) for n, column in zip(cells, _COLUMNS, strict=True)]
         lines.append("  " + "  ".join([w.server.ljust(width), *numbers, _source(w)]))
-    lines.append(
-        "  read: not journaled, a second read reads afresh; repeats run: journaled, a repeat runs; protected: the "
-        f"same call from a later session is refused within {WINDOW}, within one session it runs"
-    )
+    lines += [
+        "  read: not journaled, a second read reads afresh; repeats run: journaled, and a repeat runs;",
+        f"  protected: the same call from a later session is refused within {WINDOW}; within one session it runs",
+    ]
     for w in written:
         unhinted = [p.tool for p in w.proposals if p.unhinted]
         if unhinted:
@@ -63,7 +63,7 @@ def overview(written: Sequence[Written]) -> list[str]:
 def _source(written: Written) -> str:
     """Where the tables came from."""
     if written.profile is not None:
-        return f"profile {written.profile.title} {written.profile.reviewed}"
+        return f"reviewed profile {written.profile.title} {written.profile.reviewed}"
     if any(p.kind is Kind.GUESSED_READ for p in written.proposals):
         return "hints, names"
     return "hints"

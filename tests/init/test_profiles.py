@@ -175,7 +175,8 @@ GOOD_HEAD = '[profile]\ntitle = "x"\nreviewed = "1"\nserver_names = ["x"]\nrecog
     [
         ("[profile", "init/profiles/bad.toml: the file: is not valid TOML"),
         (GOOD_HEAD, "the file tools: must be a table"),
-        (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\n', "[tools.a]: sets no policy key"),
+        (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\n', "[tools.a]: sets none of journal = false"),
+        (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\nwindow = "1h"\n', "[tools.a]: sets none of journal = false"),
         (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\nrepeat = "sometimes"\n', "[tools.a] repeat: must be one of"),
         (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\njournal = "no"\n', "[tools.a] journal: must be true or false"),
         (GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\napprove = "operator"\n', "[tools.a]: unknown key 'approve'"),

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.init import profiles
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
-from checkpoint_mcp.init.proposals import PROTECTED_KEYS, WINDOW, Proposal, hints_of, propose
+from checkpoint_mcp.init.proposals import PROTECTED_KEYS, WINDOW, Proposal, propose
 
 POLICIES_FOLDER: Final = os.path.join(".checkpoint", "policies")
 _BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
@@ -103,11 +103,6 @@ def suggest_command(server: Server) -> str:
     else:
         upstream = ["--upstream-cmd", shlex.join([server.shape.command, *server.shape.args])]
     return shlex.join(["checkpoint", "policy", "suggest", *upstream, "--name", server.name])
-
-
-def has_no_hints(tool: Mapping[str, Any]) -> bool:
-    """Whether ``tool`` carries none of MCP's four hints."""
-    return not hints_of(tool)
 
 
 def written(server: str, listing: Listing) -> Written:

@@ -103,7 +103,7 @@ def _reviewed(name: str, profile: Profile, reviewed: ReviewedTable) -> Proposal:
     """The table a reviewed profile gives the tool."""
     if reviewed.settings.get("journal") is False:
         kind = Kind.READ
-    elif reviewed.settings.get("idempotent") is True or reviewed.settings.get("repeat", "allow") == "allow":
+    elif reviewed.settings.get("idempotent") is True or reviewed.settings.get("repeat") == "allow":
         kind = Kind.REPEATS_RUN
     else:
         kind = Kind.PROTECTED

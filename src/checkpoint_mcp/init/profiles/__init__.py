@@ -146,8 +146,9 @@ def _reviewed(table: Any, path: str, where: str) -> ReviewedTable:
         if key == "window" and not isinstance(value, str):
             raise ProfileError(path, f"{where} {key}", 'must be a duration string ("24h")')
         settings[key] = value
-    if not settings:
-        raise ProfileError(path, where, "sets no policy key: say what the tool's table is")
+    if settings.get("journal") is not False and settings.get("idempotent") is not True and "repeat" not in settings:
+        # Else the table would take [default]'s repeat, which the profile's reader never sees.
+        raise ProfileError(path, where, "sets none of journal = false, idempotent = true, repeat: say what it is")
     offer = table.get("offer_approve", False)
     if not isinstance(offer, bool):
         raise ProfileError(path, f"{where} offer_approve", "must be true or false")

@@ -21,7 +21,8 @@ The hierarchy::
     │   │   └── CheckpointVersionError  written by a newer Checkpoint; refused, never modified
     │   └── GitError                    git could not be run, failed unexpectedly, or timed out
     ├── InitError                       `checkpoint init` cannot do what it was asked; nothing was written
-    │   └── ClientConfigError           a client's configuration file (or one entry of it) it cannot read
+    │   ├── ClientConfigError           a client's configuration file (or one entry of it) it cannot read
+    │   └── ProfileError                a reviewed profile shipped with the package that cannot be used
     └── CallRefused                     one tools/call refused; a JSON-RPC error on the wire (``refusals.py``)
 
 Foreign exceptions (sqlite3, psycopg, OSError) are translated to these at exactly one seam each, with
@@ -154,3 +155,14 @@ class ClientConfigError(InitError):
         self.problem = problem
         where = f"{path}: server {entry!r}" if entry is not None else path
         super().__init__(f"{where}: {problem}; nothing was written")
+
+
+class ProfileError(InitError):
+    """A reviewed profile shipped with Checkpoint (``init/profiles/*.toml``) that cannot be used: a fault of the
+    package, not of the user's files. The message names the file, the table and the key."""
+
+    def __init__(self, path: str, where: str, problem: str) -> None:
+        self.path = path
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{path}: {where}: {problem}; nothing was written")

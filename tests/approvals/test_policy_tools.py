@@ -85,7 +85,7 @@ def test_init_offers_approve_to_destructive_tools_only_commented_out() -> None:
 def test_the_suggested_policy_of_a_real_server_gates_its_destructive_tool_once_uncommented(tmp_path: Path) -> None:
     upstream = server_cmd("effects_server.py")
     written = run("policy", "suggest", "--upstream-cmd", upstream, "--name", "mail").stdout
-    assert '[tools.send_email]\nrepeat = "refuse"\nwindow = "24h"\n' + APPROVE_LINE in written
+    assert '[tools.send_email]\nrepeat = "refuse"\nwindow = "24h"\nwithin_session = "run"\n' + APPROVE_LINE in written
     path = tmp_path / "mail.toml"
     path.write_text(written, encoding="utf-8")
     before = json.loads(run("policy", "check", str(path), "--json", "--upstream-cmd", upstream).stdout)["tools"]

@@ -54,7 +54,7 @@ def init_ok(*args: str, **kw: Any) -> str:
 
 def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_bytes(project: Path) -> None:
     before, dirs = snapshot(project), folders(project)
-    out = init_ok("--project", str(project))
+    out = init_ok("--project", str(project), "--diff")
     assert f"--- {project}/.mcp.json" in out
     assert f"+++ {project}/.claude/settings.json" in out
     assert "wrapped: quoted, remote" in out
@@ -427,3 +427,18 @@ def test_a_second_init_gives_the_session_server_the_journals_of_servers_added_si
     assert out.count(f"restored {path}") == 1
     assert not (project / ".checkpoint").exists()
     assert run_init("--undo", "--project", str(project)).returncode == 1, "nothing left to undo"
+
+
+def test_init_prints_a_summary_and_the_diffs_only_with_diff(project: Path) -> None:
+    quiet = run_init("--project", str(project))
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "", "no diff without --diff"
+    assert "wrapped: quoted, remote" in quiet.stderr
+    init_ok("--undo", "--project", str(project))
+
+    loud = run_init("--project", str(project), "--diff")
+    assert loud.returncode == 0, loud.stderr
+    assert f"+++ {project}/.mcp.json" in loud.stdout
+    assert f"+++ {project}/.checkpoint/policies/remote.toml" in loud.stdout, "the policy files too"
+    assert loud.stderr == quiet.stderr, "the same summary"
+    assert run_init("--undo", "--diff", "--project", str(project)).returncode == 2

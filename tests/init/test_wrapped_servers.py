@@ -19,6 +19,7 @@ from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import REPEAT_REFUSED
 
 from .entries import run_init, stdio_params
+from .policy_text import comments
 from .realproject import HTTP_TOKEN, VENV_BIN, make_project
 from httpservers import HttpServer, sdk_server
 from support import journal_calls
@@ -126,20 +127,27 @@ def test_init_writes_each_server_an_active_policy_from_what_it_says_of_its_tools
     )
     assert not rules["everything"].rule_for("echo").journal
     assert not rules["time"].rule_for("convert_time").journal
-    assert "Arguments: source_timezone, time, target_timezone." in text["time"]
-    assert "# idempotentHint: the server promises a repeat changes nothing more." in text["git"]
+    assert "Arguments: source_timezone, time,\n# target_timezone." in text["time"]
+    # mcp-server-git is recognised (its serverInfo and tools): its reviewed profile decides, and says so.
+    assert "the reviewed profile of mcp-server-git 2026.10.19" in comments(text["git"])
+    assert "# Reviewed: stages files (idempotentHint): staging them again changes nothing more." in text["git"]
     assert rules["git"].rule_for("git_add").idempotent
     commit = rules["git"].rule_for("git_commit")
-    assert (commit.repeat, commit.window_seconds, commit.idempotent) == (Repeat.REFUSE, 86400, False)
+    assert (commit.journal, commit.repeat) == (True, Repeat.ALLOW), "a second commit after new changes runs"
     assert (
-        "# no hints: taken as destructive, not idempotent (review: does it only read?). Arguments: to, subject.\n"
-        '[tools.send_email]\nrepeat = "refuse"\nwindow = "24h"\n'
+        "# no hints: taken as destructive, not idempotent (review: does it only read?). The same call from a later session is\n"
+        "# refused within 24h; within one session it runs. Arguments: to, subject.\n"
+        '[tools.send_email]\nrepeat = "refuse"\nwindow = "24h"\nwithin_session = "run"\n'
     ) in text["remote"]
     assert "match = [" in text["remote"]
     assert "ignore = [" in text["remote"], "the header names the keys that narrow what a repeat compares"
     summary = (tmp_path / "summary.txt").read_text()
     assert f"wrote 4 active policies in {folder}" in summary
     assert "review first: remote's tools send_email, " in summary
+    [git_row] = [line for line in summary.splitlines() if line.startswith("  git ")]
+    assert git_row.split()[1:6] == ["12", "7", "0", "5", "0"], "12 tools: 7 read, 5 repeats run, none protected"
+    assert git_row.endswith("profile mcp-server-git 2026.10.19")
+    assert "--- " not in summary
     assert "review first: time" not in summary
     assert "warning" not in summary
 

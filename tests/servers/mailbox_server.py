@@ -6,7 +6,9 @@ Tools (described as a real server would: argument names in the schema, hints whe
   list_outbox(to, subject)        readOnlyHint: how many mails were sent with both
 
 With ``MAILBOX_HOLD=PATH``, ``send_email`` records the mail and then waits until PATH exists before it answers: a
-test kills the client while the call is in flight, after the mail went out.
+test kills the client while the call is in flight, after the mail went out. With ``MAILBOX_FAIL=PATH``, while PATH
+exists ``send_email`` sends nothing and reports the failure as a tool error (``isError: true``, "SMTP 451 try
+again later: nothing was sent"), as a mail server that is briefly unavailable does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 SENT = Path(os.environ.get("MAILBOX_DIR", ".")) / "sent.jsonl"
 HOLD = os.environ.get("MAILBOX_HOLD")
+FAIL = os.environ.get("MAILBOX_FAIL")
 _out = threading.Lock()
 
 TOOLS: list[dict[str, Any]] = [
@@ -65,7 +68,10 @@ def text(ident: Any, value: str, structured: dict[str, Any] | None = None) -> No
 
 def call_tool(ident: Any, params: dict[str, Any]) -> None:
     name, args = params.get("name"), params.get("arguments") or {}
-    if name == "send_email":
+    if name == "send_email" and FAIL and os.path.exists(FAIL):
+        result = {"content": [{"type": "text", "text": "SMTP 451 try again later: nothing was sent"}], "isError": True}
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+    elif name == "send_email":
         SENT.parent.mkdir(parents=True, exist_ok=True)
         with SENT.open("a", encoding="utf-8") as f:
             f.write(json.dumps({"to": args.get("to"), "subject": args.get("subject"), "body": args.get("body")}) + "\n")

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.clients import HttpEntry
-from checkpoint_mcp.init.policies import Server, ToolLister
+from checkpoint_mcp.init.policies import Listing, Server, ToolLister
 
 _VARIABLE: Final = re.compile(r"\$\{([^}]*)\}")
 _NAME: Final = re.compile(r"(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
@@ -32,7 +32,7 @@ class Unexpandable(CheckpointError):
 def asker(timeout: float) -> ToolLister:
     """The ``ToolLister`` `checkpoint init` uses: every server asked at once, each within ``timeout`` seconds."""
 
-    def tools_of(servers: Sequence[Server]) -> dict[str, list[dict[str, Any]] | str]:
+    def tools_of(servers: Sequence[Server]) -> dict[str, Listing | str]:
         if not servers:
             return {}
         return asyncio.run(_ask_all(servers, os.environ, timeout))
@@ -40,20 +40,19 @@ def asker(timeout: float) -> ToolLister:
     return tools_of
 
 
-async def _ask_all(
-    servers: Sequence[Server], environ: Mapping[str, str], timeout: float
-) -> dict[str, list[dict[str, Any]] | str]:
+async def _ask_all(servers: Sequence[Server], environ: Mapping[str, str], timeout: float) -> dict[str, Listing | str]:
     answers = await asyncio.gather(*(_ask(server, environ, timeout) for server in servers))
     return {server.name: answer for server, answer in zip(servers, answers, strict=True)}
 
 
-async def _ask(server: Server, environ: Mapping[str, str], timeout: float) -> list[dict[str, Any]] | str:
-    """The server's tools, or a sentence saying why it could not be asked."""
-    from checkpoint_mcp.upstream.client import list_tools_of
+async def _ask(server: Server, environ: Mapping[str, str], timeout: float) -> Listing | str:
+    """The server's ``serverInfo`` and tools, or a sentence saying why it could not be asked."""
+    from checkpoint_mcp.upstream.client import server_and_tools_of
 
     try:
         upstream = _upstream(server, environ, timeout)
-        return await list_tools_of(upstream, timeout)
+        server_info, tools = await server_and_tools_of(upstream, timeout)
+        return Listing(tools, server_info)
     except CheckpointError as exc:
         return str(exc)
     except OSError as exc:

@@ -117,15 +117,18 @@ def policy_suggest(name: str, **options: Any) -> None:
     """Print a policy for one server, written from its tools as `checkpoint init` writes them.
 
     Asks the server (--upstream-cmd or --upstream-url) for its tools/list and prints one commented table per
-    tool: readOnlyHint gives journal = false, idempotentHint gives idempotent = true, anything else a repeat
-    refused within 24h. Save it and give it to the server's proxy with --policy.
+    tool: from the reviewed profile of a well-known server, else readOnlyHint gives journal = false,
+    idempotentHint idempotent = true, openWorldHint false repeats that run, no hints and a name that reads
+    journal = false, anything else a repeat from a later session refused within 24h. Save it and give it to the
+    server's proxy with --policy.
     """
     from checkpoint_mcp.init.policies import suggest
-    from checkpoint_mcp.upstream.client import fetch_tools
+    from checkpoint_mcp.upstream.client import fetch_server_and_tools
 
     upstream_cmd, remote = upstream_choice(options)
     try:
-        tools = fetch_tools(upstream_cmd, remote, options["upstream_timeout"])
+        server_info, tools = fetch_server_and_tools(upstream_cmd, remote, options["upstream_timeout"])
+        text = suggest(name, tools, server_info)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(suggest(name, tools), nl=False)
+    click.echo(text, nl=False)

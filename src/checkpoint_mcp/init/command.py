@@ -85,6 +85,12 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave these servers alone (repeatable, or a,b).")
 @click.option("--dry-run", is_flag=True, help="Print the diffs and write nothing.")
 @click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Print the diff of every file written, the policy files whole included (without it, a summary only).",
+)
+@click.option(
     "--undo",
     is_flag=True,
     help="Put back the files every `init` of this project changed as they were before the first, byte for byte.",
@@ -100,6 +106,7 @@ def init(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     dry_run: bool,
+    show_diff: bool,
     undo: bool,
 ) -> None:
     """Put Checkpoint in front of the MCP servers a project already has, for one client.
@@ -107,7 +114,9 @@ def init(
     Every server entry is rewritten to run this `checkpoint` (by absolute path) with the project's journal and
     a workflow named after the server, and its own active policy (--policy), written to .checkpoint/policies/
     from the tools the server lists; the session server is added and, for Claude Code and Codex, the SessionStart
-    hook `checkpoint brief --hook`. Prints a diff of each file, writes each atomically and keeps the originals.
+    hook `checkpoint brief --hook`. Writes each file atomically, keeps the originals, and prints what it did: a
+    row per server's policy (how many tools read, repeat freely, are protected) and the tools to review; --diff
+    (and --dry-run) print the diff of every file too.
     """
     import shutil
 
@@ -116,8 +125,8 @@ def init(
     asked_client = client
     client = client or "claude-code"
     _check_scopes(client, _names(scope))
-    if undo and dry_run:
-        raise click.UsageError("--undo does not take --dry-run: it puts back exactly what every init changed")
+    if undo and (dry_run or show_diff):
+        raise click.UsageError("--undo does not take --dry-run or --diff: it puts back exactly what every init changed")
     if policy is not None and no_policy:
         raise click.UsageError("give --policy FILE or --no-policy, not both")
     try:
@@ -140,8 +149,9 @@ def init(
             environ=os.environ,
         )
         result = plan.plan(request)
-        for change in result.changes:
-            click.echo(files.unified_diff(change.path, change.before, change.after), nl=False)
+        if show_diff or dry_run:
+            for change in result.changes:
+                click.echo(files.unified_diff(change.path, change.before, change.after), nl=False)
         if result.changes and not dry_run:
             files.apply(project, result.changes)
             scopes.make_journal_folders(result.scoped)

@@ -26,10 +26,12 @@ from checkpoint_mcp.init import (
     formats,
     gemini,
     policies,
+    policy_overview,
     scopes,
     wrap,
 )
 from checkpoint_mcp.init.files import Change, load_json, render_json
+from checkpoint_mcp.init.policies import Written
 
 STATE_FOLDER: Final = ".checkpoint"
 DEFAULT_JOURNAL: Final = os.path.join(STATE_FOLDER, "journal.db")
@@ -98,8 +100,8 @@ class Plan:
     unasked: list[tuple[str, str, str]] = field(default_factory=list)
     """(server, why, the command that writes its tables later) for every server whose tools could not be
     listed: its file has ``[default]`` alone."""
-    unhinted: list[tuple[str, list[str]]] = field(default_factory=list)
-    """(server, tools) whose tools carry no hints at all: the ones to review first."""
+    written: list[Written] = field(default_factory=list)
+    """The policies written from what their servers listed: what each decided for each tool."""
     scoped: list[scopes.Wrapped] = field(default_factory=list)
     """The servers of Claude Code's ``~/.claude.json`` (local and user scope), or Codex's user file, wrapped."""
     notes: list[str] = field(default_factory=list)
@@ -498,15 +500,14 @@ def _policy_changes(
     listed = tools_of([server for server, _ in to_ask.values()]) if tools_of is not None and to_ask else {}
     changes = []
     for name, (server, path) in to_ask.items():
-        tools = listed.get(name, "not asked")
-        if isinstance(tools, str):
-            result.unasked.append((name, tools, policies.suggest_command(server)))
-            text = policies.unasked(name, tools)
+        listing = listed.get(name, "not asked")
+        if isinstance(listing, str):
+            result.unasked.append((name, listing, policies.suggest_command(server)))
+            text = policies.unasked(name, listing)
         else:
-            text = policies.suggest(name, tools)
-            bare = [str(tool.get("name")) for tool in tools if policies.has_no_hints(tool)]
-            if bare:
-                result.unhinted.append((name, bare))
+            written = policies.written(name, listing)
+            result.written.append(written)
+            text = written.text
         result.policies.append(path)
         changes.append(Change(path, None, text.encode()))
     return changes
@@ -567,19 +568,17 @@ def _tail(result: Plan, *, dry_run: bool) -> list[str]:
 
 
 def _policy_summary(result: Plan, *, dry_run: bool) -> list[str]:
-    """The policy files written, the tools to review first, and the servers that could not be asked."""
+    """The policy files written, a row of counts per server, the tools to review first, and the servers that
+    could not be asked."""
     lines = []
     if result.policies:
         folder = os.path.dirname(result.policies[0])
         lines.append(
             f"{'would write' if dry_run else 'wrote'} {len(result.policies)} active policies in {folder} "
-            "(each wrapped server gets its own with --policy)"
+            "(one per server, given with --policy; each table says why; --diff prints them)"
+            + (":" if result.written else "")
         )
-    for server, tools in result.unhinted:
-        lines.append(
-            f"review first: {server}'s tools {', '.join(tools)} have no hints, so a repeat is refused; "
-            "a tool that only reads wants journal = false"
-        )
+    lines += policy_overview.overview(result.written)
     for server, why, command in result.unasked:
         lines.append(
             f"warning: {server} could not be asked for its tools ({why}); its policy has [default] alone "

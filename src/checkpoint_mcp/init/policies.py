@@ -6,16 +6,11 @@ both have a ``search`` or a ``get``; and because a later `init` then never edits
 gets its own new file, and every file already there (as `init` wrote it, or as the user left it) is kept as it
 is.
 
-Each tool gets one table, chosen from its ``annotations`` (MCP's hints) and commented with why and with its
-argument names (``inputSchema.properties``):
-
-- ``readOnlyHint`` → ``journal = false``: reading twice reads afresh;
-- ``idempotentHint`` → ``idempotent = true``: the server's own promise that a repeat changes nothing more, so a
-  repeat runs and an in-doubt call is sent again as it is;
-- anything else (the spec's defaults: destructive, not idempotent) → ``repeat = "refuse"`` within ``24h``.
-
-A destructive tool (``destructiveHint: true``, or neither read-only nor idempotent) also gets ``approve =
-"operator"`` as a comment: off by default, one uncommented line away from waiting for a person's approval.
+Each tool gets one table, chosen by ``proposals`` (a reviewed profile of the server where one recognises it, else
+the tool's ``annotations``, MCP's hints, else its name) and commented with why and with its argument names
+(``inputSchema.properties``, for ``match`` and ``ignore``); ``[default]`` protects the tools the server adds
+later. A tool that may change something is offered ``approve = "operator"`` as a comment: off by default, one
+uncommented line away from waiting for a person's approval.
 
 A server that cannot be asked gets ``[default]`` alone. This module is pure: asking the servers is the caller's
 (``cli`` does it with ``upstream``, which this room may not import), through a ``ToolLister``.
@@ -26,17 +21,19 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from checkpoint_mcp.init import profiles
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
+from checkpoint_mcp.init.proposals import PROTECTED_KEYS, WINDOW, Proposal, propose
 
 POLICIES_FOLDER: Final = os.path.join(".checkpoint", "policies")
-WINDOW: Final = "24h"
 _BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
-_HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+_COMMENT_WIDTH: Final = 118
 
 
 @dataclass(frozen=True)
@@ -50,8 +47,33 @@ class Server:
     cwd: str
 
 
-ToolLister = Callable[[Sequence[Server]], Mapping[str, "list[dict[str, Any]] | str"]]
-"""Asks each server for ``tools/list``: its tools, or a sentence saying why it could not be asked."""
+@dataclass(frozen=True)
+class Listing:
+    """What a server answered: its ``serverInfo`` (from ``initialize``) and its tools (``tools/list``)."""
+
+    tools: Sequence[Mapping[str, Any]]
+    server_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+ToolLister = Callable[[Sequence[Server]], Mapping[str, "Listing | str"]]
+"""Asks each server for ``initialize`` and ``tools/list``: what it answered, or a sentence saying why it could not
+be asked."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """A server's policy file as `init` writes it, and what it decided for each tool."""
+
+    server: str
+    text: str
+    proposals: tuple[Proposal, ...]
+    profile: profiles.Profile | None
+    """The reviewed profile that recognised the server (None: none did)."""
+    drifted: tuple[str, ...] = ()
+    """Tools the profile names whose hints are no longer those it was reviewed with (their tables come from
+    their hints)."""
+    to_default: tuple[str, ...] = ()
+    """Tools whose names hold a glob character: no table can name them, so ``[default]`` protects them."""
 
 
 def policy_path(folder: str, server: str, taken: set[str]) -> str:
@@ -83,21 +105,46 @@ def suggest_command(server: Server) -> str:
     return shlex.join(["checkpoint", "policy", "suggest", *upstream, "--name", server.name])
 
 
-def has_no_hints(tool: Mapping[str, Any]) -> bool:
-    """Whether ``tool`` carries none of MCP's four hints."""
-    annotations = tool.get("annotations")
-    return not isinstance(annotations, Mapping) or not any(hint in annotations for hint in _HINTS)
+def written(server: str, listing: Listing) -> Written:
+    """The policy file for ``server``, which answered ``listing``: the header, ``[default]`` for tools it adds
+    later, then one commented table per tool, from the reviewed profile that recognises it, its hints or its name.
+
+    Raises:
+        ProfileError: a profile shipped with the package cannot be read.
+    """
+    tools = [tool for tool in listing.tools if isinstance(tool.get("name"), str) and tool.get("name")]
+    names = [str(tool["name"]) for tool in tools]
+    profile = profiles.recognise(listing.server_info, names)
+    how = f"from its tools/list ({len(listing.tools)} tools)"
+    if profile is not None:
+        how += (
+            f" and the reviewed profile of {profile.title} {profile.reviewed}, whose tables say 'Reviewed:' (a "
+            "tool it does not name, or whose hints changed since, gets its table from its hints)"
+        )
+    parts = [_header(server, how), _DEFAULT]
+    proposals, drifted, to_default = [], [], []
+    for name, tool in zip(names, tools, strict=True):
+        if any(c in name for c in "*?[]"):
+            glob = f"# {name!r}: its name holds a glob character, so [default] applies to it.{_arguments(tool)}\n"
+            parts.append(glob)
+            to_default.append(name)
+            continue
+        proposal = propose(name, tool, profile)
+        if profile is not None and name in profile.tables and proposal.profile is None:
+            drifted.append(name)
+        proposals.append(proposal)
+        parts.append(_table(proposal, tool))
+    return Written(server, "\n".join(parts), tuple(proposals), profile, tuple(drifted), tuple(to_default))
 
 
-def suggest(server: str, tools: Sequence[Mapping[str, Any]]) -> str:
-    """The policy file for ``server`` whose ``tools/list`` is ``tools``: the header, ``[default]`` for tools it
-    adds later, then one commented table per tool."""
-    parts = [_header(server, f"from its tools/list ({len(tools)} tools)"), _DEFAULT]
-    for tool in tools:
-        name = tool.get("name")
-        if isinstance(name, str) and name:
-            parts.append(_table(name, tool))
-    return "\n".join(parts)
+def suggest(server: str, tools: Sequence[Mapping[str, Any]], server_info: Mapping[str, Any] | None = None) -> str:
+    """The policy file for ``server`` whose ``tools/list`` is ``tools`` (and whose ``serverInfo`` is
+    ``server_info``), as ``written`` makes it.
+
+    Raises:
+        ProfileError: a profile shipped with the package cannot be read.
+    """
+    return written(server, Listing(tools, server_info or {})).text
 
 
 def unasked(server: str, why: str) -> str:
@@ -106,17 +153,22 @@ def unasked(server: str, why: str) -> str:
 
 
 def _header(server: str, how: str) -> str:
+    first = _comment(f"Tool policy for the MCP server {_string(server)}, written by `checkpoint init` {how}.")
     return f"""\
-# Tool policy for the MCP server {_string(server)}, written by `checkpoint init` {how}.
+{first}
 # Edit freely: a later `checkpoint init` never rewrites this file. The keys: docs/policies.md.
 #
 # Each tool has a table saying why: readOnlyHint -> journal = false (reading twice reads afresh);
 # idempotentHint -> idempotent = true (the server's promise: a repeat runs, an in-doubt call is sent again);
-# anything else -> a repeat within {WINDOW} is refused, so a resumed agent cannot send the same e-mail twice.
-# A tool with no hints at all is taken as destructive: if it only reads, give it journal = false.
+# openWorldHint = false -> repeat = "allow" (a closed, local world the agent sees: git, a memory, files);
+# anything else -> the same call from a later session (after a crash, a /clear, a compaction) is refused within
+# {WINDOW}, so a resumed agent cannot send the same e-mail twice, while within one unbroken session a repeat runs
+# (within_session = "run"; "catch" refuses it there too). A reported failure (isError) is no reason to refuse.
+# A tool with no hints at all whose name says it reads (get_, list_, search_...) is guessed to be a read; one whose
+# name does not is taken as destructive: review both. A reviewed profile of a well-known server says why instead.
 # To compare only some arguments when looking for a repeat: match = ["/to", "/subject"] (JSON pointers),
 # or leave some out: ignore = ["/request_id"].
-# To make each call of a destructive tool wait for a person's approval of its exact arguments, uncomment the
+# To make each call of a tool wait for a person's approval of its exact arguments, uncomment the
 # line approve = "operator" in its table (checkpoint journal approvals lists the waiting calls; approve decides).
 # To write the tables again from the server: checkpoint policy suggest --upstream-cmd ... --name NAME
 """
@@ -127,42 +179,38 @@ _APPROVE: Final = (
 )
 
 
-_DEFAULT: Final = f"""\
-[default]                           # tools this file does not name (added by the server later)
-repeat = "refuse"
-window = "{WINDOW}"
-"""
+_DEFAULT: Final = (
+    "[default]                           # tools this file does not name (added by the server later)\n"
+    + "".join(f"{line}\n" for line in PROTECTED_KEYS)
+)
 
 
-def _table(name: str, tool: Mapping[str, Any]) -> str:
-    annotations = tool.get("annotations")
-    hints: Mapping[str, Any] = annotations if isinstance(annotations, Mapping) else {}
-    arguments = f" Arguments: {_arguments(tool)}."
-    if any(c in name for c in "*?[]"):
-        return f"# {name!r}: its name holds a glob character, so [default] applies to it.{arguments}\n"
+def _table(proposal: Proposal, tool: Mapping[str, Any]) -> str:
+    name = proposal.tool
     key = f"[tools.{name if _BARE_KEY.fullmatch(name) else _string(name)}]"
-    if hints.get("readOnlyHint") is True:
-        why, body = "readOnlyHint: it only reads, so it is not journaled.", "journal = false"
-    elif hints.get("idempotentHint") is True:
-        why = "idempotentHint: the server promises a repeat changes nothing more."
-        body = "idempotent = true"
-    else:
-        if has_no_hints(tool):
-            why = "no hints: taken as destructive, not idempotent (review: does it only read?)."
-        else:
-            why = "not read-only, not idempotent: a repeat is refused."
-        body = f'repeat = "refuse"\nwindow = "{WINDOW}"'
-    destructive = hints.get("readOnlyHint") is not True and (
-        hints.get("destructiveHint") is True or hints.get("idempotentHint") is not True
+    comment = _comment(f"{proposal.why}{_arguments(tool)}")
+    body = "".join(f"{line}\n" for line in proposal.keys)
+    return f"{comment}\n{key}\n{body}" + (_APPROVE if proposal.offers_approve else "")
+
+
+def _comment(text: str) -> str:
+    """``text`` as comment lines of at most ``_COMMENT_WIDTH`` characters (a long word stays whole)."""
+    return textwrap.fill(
+        _oneline(text),
+        width=_COMMENT_WIDTH,
+        initial_indent="# ",
+        subsequent_indent="# ",
+        break_long_words=False,
+        break_on_hyphens=False,
     )
-    return f"# {why}{arguments}\n{key}\n{body}\n" + (_APPROVE if destructive else "")
 
 
 def _arguments(tool: Mapping[str, Any]) -> str:
+    """`` Arguments: a, b.``: the tool's argument names, for ``match`` and ``ignore``."""
     schema = tool.get("inputSchema")
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     names = [str(name) for name in properties] if isinstance(properties, Mapping) else []
-    return ", ".join(_oneline(name) for name in names) or "none"
+    return f" Arguments: {', '.join(_oneline(name) for name in names) or 'none'}."
 
 
 def _oneline(text: str) -> str:

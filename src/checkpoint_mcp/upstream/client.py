@@ -191,16 +191,17 @@ class McpClient:
             waiting.set_exception(UpstreamError(f"the upstream did not answer: {reason}"))
 
 
-async def list_tools_of(upstream: Upstream, timeout: float) -> list[dict[str, Any]]:
-    """Start (or reach) ``upstream``, ask for its tools and end it again, all within ``timeout`` seconds.
+async def server_and_tools_of(upstream: Upstream, timeout: float) -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
+    """Start (or reach) ``upstream``, ask for its tools and end it again, all within ``timeout`` seconds: its
+    ``serverInfo`` (from ``initialize``; empty when it gave none) and its tools.
 
     Raises:
         UpstreamError: the server exited, refused, or did not answer in time.
     """
 
-    async def ask() -> list[dict[str, Any]]:
+    async def ask() -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
         async with McpClient(upstream, timeout) as client:
-            return await client.list_tools()
+            return client.server_info, await client.list_tools()
 
     try:
         return await asyncio.wait_for(ask(), timeout)
@@ -215,10 +216,22 @@ def fetch_tools(upstream_cmd: str | None, remote: RemoteConfig | None, timeout: 
         UpstreamError: the server could not be started, or did not answer in time.
         UsageError: a remote upstream's settings cannot work.
     """
+    return fetch_server_and_tools(upstream_cmd, remote, timeout)[1]
+
+
+def fetch_server_and_tools(
+    upstream_cmd: str | None, remote: RemoteConfig | None, timeout: float
+) -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
+    """Start (or reach) the upstream, ask for its ``serverInfo`` and its tools, and end it again.
+
+    Raises:
+        UpstreamError: the server could not be started, or did not answer in time.
+        UsageError: a remote upstream's settings cannot work.
+    """
     upstream = open_upstream(upstream_cmd, remote)
 
-    async def ask() -> list[dict[str, Any]]:
+    async def ask() -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
         async with McpClient(upstream, timeout) as client:
-            return await client.list_tools()
+            return client.server_info, await client.list_tools()
 
     return asyncio.run(ask())

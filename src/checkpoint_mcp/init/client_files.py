@@ -16,29 +16,13 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
 from checkpoint_mcp.init import briefs, claude_json, clients, formats, scopes, wrap
 from checkpoint_mcp.init.files import Change, Loaded, load_json, render_json
-
-PolicyOf = scopes.PolicyOf
-
-
-@dataclass(frozen=True)
-class Asked:
-    """What `init` was asked for, as this module needs it."""
-
-    project: str
-    scopes: tuple[str, ...]
-    only: tuple[str, ...]
-    skip: tuple[str, ...]
-    wrapping: wrap.Wrapping
-    """The project's: its servers write to the project's journal."""
-    environ: Mapping[str, str]
-    policy_of: PolicyOf | None = None
 
 
 @dataclass
@@ -73,7 +57,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def read(client: clients.Client, asked: Asked) -> list[File]:
+def read(client: clients.Client, asked: scopes.Asked) -> list[File]:
     """Every file of the client's scopes (a missing one has no servers; a file of a scope not asked is read too,
     to name its servers as left out).
 
@@ -99,7 +83,7 @@ def read(client: clients.Client, asked: Asked) -> list[File]:
     return found
 
 
-def plan(client: clients.Client, asked: Asked) -> Outcome:
+def plan(client: clients.Client, asked: scopes.Asked) -> Outcome:
     """The changes to every file of ``client`` and its brief's hook or plugin; nothing is written.
 
     Raises:
@@ -148,7 +132,11 @@ def plan(client: clients.Client, asked: Asked) -> Outcome:
 
 
 def _brief(
-    client: clients.Client, found: list[File], asked: Asked, journals: tuple[tuple[str, str], ...], outcome: Outcome
+    client: clients.Client,
+    found: list[File],
+    asked: scopes.Asked,
+    journals: tuple[tuple[str, str], ...],
+    outcome: Outcome,
 ) -> None:
     """Write or bring up to date the client's brief hook or plugin (Qwen's in its project settings, the others' in
     files of their own).
@@ -176,7 +164,7 @@ def _brief(
 def _wrap_file(
     file: File,
     entries: formats.EntryFormat,
-    asked: Asked,
+    asked: scopes.Asked,
     outcome: Outcome,
     sessions: list[tuple[File, str]],
 ) -> list[tuple[str, str]]:
@@ -218,7 +206,7 @@ def _wrap_file(
     return journals
 
 
-def _session_home(client: clients.Client, found: list[File], asked: Asked) -> File | None:
+def _session_home(client: clients.Client, found: list[File], asked: scopes.Asked) -> File | None:
     """The file the session server goes in: the first project file (added to ``found`` when missing), or the user
     file of a client that has no project file; None when its scope is not asked."""
     if client.project_files:
@@ -237,7 +225,7 @@ def _session_home(client: clients.Client, found: list[File], asked: Asked) -> Fi
 
 
 def _session_entry(
-    client: clients.Client, entries: formats.EntryFormat, asked: Asked, journals: Sequence[tuple[str, str]]
+    client: clients.Client, entries: formats.EntryFormat, asked: scopes.Asked, journals: Sequence[tuple[str, str]]
 ) -> dict[str, Any]:
     """The session server in the client's shape, with every journal; a project file's names the project, a user
     file's (Cline) does not: the client starts it in the project it works in."""
@@ -279,13 +267,25 @@ def summary(client: clients.Client, outcome: Outcome, *, dry_run: bool) -> list[
             names = ", ".join(w.name for w in outcome.wrapped if w.file == path)
             journal = "the project's journal" if scope == scopes.PROJECT else "each its own journal"
             lines.append(f"{verb} ({scope} scope, {path}; {journal}): {names}")
-    lines += [f"left alone: {name} ({why})" for name, why in outcome.left_alone]
-    for name, added in outcome.session_journals:
-        lines.append(f"{'would give' if dry_run else 'gave'} the session server {name!r} {added} more journal(s)")
-    if outcome.session:
-        lines.append(f"{'would add' if dry_run else 'added'} the session server as {outcome.session!r}")
+    lines += left_and_session(outcome.left_alone, outcome.session_journals, outcome.session, dry_run=dry_run)
     if outcome.brief:
         lines.append(
             f"{'would write' if dry_run else 'wrote'} {outcome.brief}: {client.label} sessions start with the brief"
         )
+    return lines
+
+
+def left_and_session(
+    left_alone: Sequence[tuple[str, str]],
+    session_journals: Sequence[tuple[str, int]],
+    session: str | None,
+    *,
+    dry_run: bool,
+) -> list[str]:
+    """The summary's lines for the servers left alone and what was done to the session server."""
+    lines = [f"left alone: {name} ({why})" for name, why in left_alone]
+    for name, added in session_journals:
+        lines.append(f"{'would give' if dry_run else 'gave'} the session server {name!r} {added} more journal(s)")
+    if session:
+        lines.append(f"{'would add' if dry_run else 'added'} the session server as {session!r}")
     return lines

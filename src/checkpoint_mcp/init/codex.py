@@ -262,9 +262,6 @@ def add_hook(loaded: Loaded, command: str) -> bool:
     return True
 
 
-PolicyOf = scopes.PolicyOf
-
-
 @dataclass
 class Outcome:
     """What one run did to Codex's files."""
@@ -317,21 +314,7 @@ def _names(name: str, entry: Mapping[str, Any], key: str, path: str) -> None:
         raise ClientConfigError(path, f"{key!r} is not a list of variable names", entry=name)
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What `init --client codex` was asked for, as this module needs it."""
-
-    project: str
-    scopes: tuple[str, ...]
-    only: tuple[str, ...]
-    skip: tuple[str, ...]
-    wrapping: wrap.Wrapping
-    """The project's: its servers write to the project's journal."""
-    environ: Mapping[str, str]
-    policy_of: PolicyOf | None = None
-
-
-def plan(asked: Asked) -> Outcome:
+def plan(asked: scopes.Asked) -> Outcome:
     """The changes to the project's and the user's ``config.toml``; nothing is written.
 
     Raises:
@@ -398,7 +381,7 @@ def plan(asked: Asked) -> Outcome:
 
 
 def _session_and_hook(
-    own: Loaded, servers: MutableMapping[str, Any], proxied: list[str], asked: Asked, outcome: Outcome
+    own: Loaded, servers: MutableMapping[str, Any], proxied: list[str], asked: scopes.Asked, outcome: Outcome
 ) -> None:
     """Add the session server and the brief hook to the project's file, where missing (once a server there runs
     through the proxy)."""

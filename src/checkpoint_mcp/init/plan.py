@@ -160,7 +160,7 @@ def plan(request: Request) -> Plan:
         result.ignored_checkpoint = True
     if found is not None or user is not None:
         policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
-        asked = scopes.Asked(request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
+        asked = scopes.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
         if found is not None:
             result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
         if user is not None:
@@ -230,7 +230,7 @@ def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result:
     taken: set[str] = set()
     own_policy = request.policy is None and not request.no_policy
     policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
-    asked = codex.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
+    asked = scopes.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
     outcome = codex.plan(asked)
     result.codex = outcome
     result.changes += outcome.changes
@@ -259,7 +259,7 @@ def _plan_files(request: Request, client: clients.Client, project: str, wrapping
     own_policy = request.policy is None and not request.no_policy
     policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
     scoped = tuple(scope for scope in request.scopes if scope in client.scopes())
-    asked = client_files.Asked(project, scoped, request.only, request.skip, wrapping, request.environ, policy_of)
+    asked = scopes.Asked(project, scoped, request.only, request.skip, wrapping, request.environ, policy_of)
     outcome = client_files.plan(client, asked)
     result.files = outcome
     result.changes += outcome.changes
@@ -535,11 +535,7 @@ def summary(result: Plan, *, dry_run: bool) -> list[str]:
     lines += scopes.summary(result.scoped, dry_run=dry_run)
     if result.upgraded:
         lines.append(f"{'would move' if dry_run else 'moved'} to --upstream-header-env: {', '.join(result.upgraded)}")
-    lines += [f"left alone: {name} ({why})" for name, why in result.left_alone]
-    for name, added in result.session_journals:
-        lines.append(f"{'would give' if dry_run else 'gave'} the session server {name!r} {added} more journal(s)")
-    if result.session:
-        lines.append(f"{'would add' if dry_run else 'added'} the session server as {result.session!r}")
+    lines += client_files.left_and_session(result.left_alone, result.session_journals, result.session, dry_run=dry_run)
     if result.hook:
         where = result.brief_where or "the SessionStart hook `checkpoint brief --hook`"
         lines.append(f"{'would add' if dry_run else 'added'} {where}")

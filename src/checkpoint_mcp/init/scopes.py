@@ -114,13 +114,15 @@ PolicyOf = Callable[
 
 @dataclass(frozen=True)
 class Asked:
-    """What `init` was asked for, as this module needs it."""
+    """What `init` was asked for, as the runs that edit a client's files need it (this module's, Codex's, the
+    table's own: ``client_files``)."""
 
+    project: str
     scopes: tuple[str, ...]
     only: tuple[str, ...]
     skip: tuple[str, ...]
     wrapping: wrap.Wrapping
-    """The project's: local-scope servers write to the project's journal."""
+    """The project's: its (and local-scope) servers write to the project's journal."""
     environ: Mapping[str, str]
     policy_of: PolicyOf | None = None
     """Gives a server its own policy (the project's policies folder, as for `.mcp.json`'s servers)."""

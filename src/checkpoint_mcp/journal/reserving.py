@@ -42,7 +42,7 @@ from checkpoint_mcp.journal.conditions import (
     WithinLimit,
 )
 from checkpoint_mcp.journal.repeat_rows import CONFIRM_ASKED, find_repeat, newest_repeat, rank
-from checkpoint_mcp.journal.rows import COLUMNS, INSERT_CALL, Statements
+from checkpoint_mcp.journal.rows import COLUMNS, INSERT_CALL, Statements, insert_params
 from checkpoint_mcp.journal.rows import record as call_record
 
 INSERT_METERED = "INSERT INTO metered (scope, tool, at, amount, workflow_id, seq) VALUES (?, ?, ?, ?, ?, ?)"
@@ -82,21 +82,7 @@ class Reserving:
                         metered[condition.scope] = max(metered.get(condition.scope, 0.0), amount)
                 if unmet is not None:
                     return unmet
-            self._sql.execute(
-                INSERT_CALL,
-                (
-                    workflow,
-                    seq,
-                    call.tool,
-                    call.arguments,
-                    call.signature,
-                    now,
-                    call.key,
-                    self._sql.replica_id,
-                    call.identity,
-                    call.repeat_rule,
-                ),
-            )
+            self._sql.execute(INSERT_CALL, insert_params(workflow, seq, call, now, self._sql.replica_id))
             for scope, amount in metered.items():
                 self._sql.execute(INSERT_METERED, (scope, call.tool, now, amount, workflow, seq))
             detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from checkpoint_mcp.journal.chain import Event
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
 COLUMNS = (
@@ -21,6 +22,23 @@ INSERT_CALL = (
     " identity, repeat_rule) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?)"
 )
 """A PENDING row: (workflow, seq, tool, arguments, signature, started_at, key, replica, identity, repeat_rule)."""
+
+
+def insert_params(workflow: str, seq: int, call: NewCall, now: str, replica: str | None) -> tuple[Any, ...]:
+    """``INSERT_CALL``'s parameters for ``call`` reserved at ``seq`` of ``workflow`` at ``now`` by ``replica``."""
+    return (
+        workflow,
+        seq,
+        call.tool,
+        call.arguments,
+        call.signature,
+        now,
+        call.key,
+        replica,
+        call.identity,
+        call.repeat_rule,
+    )
+
 
 FINISH_CALL = (
     "UPDATE calls SET state = ?, outcome = ?, finished_at = ?, tool_error = ?"

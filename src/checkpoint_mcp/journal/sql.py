@@ -37,7 +37,7 @@ from checkpoint_mcp.journal.principals import Principals
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
 from checkpoint_mcp.journal.reserving import Reserving
-from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL
+from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
 
@@ -156,18 +156,7 @@ class _SqlUnit(UnitOfWork):
         now = utc_now()
         detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)
         event = Event(workflow, "reserved", seq, detail, now)
-        params = (
-            workflow,
-            seq,
-            call.tool,
-            call.arguments,
-            call.signature,
-            now,
-            call.key,
-            self._j.replica_id,
-            call.identity,
-            call.repeat_rule,
-        )
+        params = insert_params(workflow, seq, call, now, self._j.replica_id)
         self._ops.append((_INSERT_CALL, params, event))
         self._remember(_pending_record(params))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,36 @@ def test_a_limit_runs_that_many_calls_per_window_and_refuses_the_next_saying_whe
     )
     assert shown.stdout.count("limit of send_email at ") == 2, shown.stdout
     assert f"refused ({LIMIT_REACHED}), 2 ran, at most 2 per 1h" in shown.stdout
+
+
+def test_the_window_rolls_and_a_call_runs_again_once_the_oldest_counted_one_left_it(
+    location: str, tmp_path: Path
+) -> None:
+    """``per`` is a rolling window: the call refused now runs after ``runsAgainAfter``, when the oldest call counted
+    has left the window; a budget's room comes back the same way."""
+    policy = write_policy(
+        tmp_path,
+        '[tools.send_email]\nlimit = { calls = 1, per = "2s" }\n'
+        '[tools.send_quiet]\nbudget = { sum = "/amount", max = 10, per = "2s" }\n',
+    )
+    quiet = ("send_quiet", {"amount": 10, "card": "c1"})
+    with proxy(location, tmp_path, policy) as p:
+        p.initialize()
+        assert "result" in p.call(*mail(1))
+        assert "result" in p.call(*quiet)
+        refused = p.call(*mail(2))
+        over = p.call("send_quiet", {"amount": 1, "card": "c2"})
+        assert refused["error"]["code"] == LIMIT_REACHED
+        assert over["error"]["code"] == LIMIT_REACHED
+        after = datetime.fromisoformat(refused["error"]["data"]["runsAgainAfter"].replace("Z", "+00:00"))
+        wait = (after - datetime.now(UTC)).total_seconds()
+        assert 0 < wait <= 2
+        time.sleep(wait + 0.1)
+        assert "result" in p.call(*mail(2))
+        assert "result" in p.call("send_quiet", {"amount": 1, "card": "c2"})
+        assert p.close() == 0, p.stderr
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 2
+    assert done_count(tmp_path / "effects.jsonl", "send_quiet") == 2
 
 
 def test_a_replayed_call_and_a_caught_repeat_are_not_counted(location: str, tmp_path: Path) -> None:

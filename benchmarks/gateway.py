@@ -16,7 +16,12 @@ clients, the era a fleet uses). Each client keeps one HTTP/1.1 connection and se
 ``--clients`` of them run at once for ``--seconds``, after a warm-up; a single client then measures the latency
 of one call alone. The load generator is one asyncio process with a minimal HTTP client.
 
-Run: ``.venv/bin/python benchmarks/gateway.py [--quick] [--no-fastmcp] [--clients 64] [--seconds 5]``.
+With ``--tokens`` it measures instead what checking a bearer token costs (issue 37): the pass-through and SQLite
+gateways with and without ``--issuer``/``--audience``/``--jwks-file``, each client sending its own token (RS256 or
+ES256, signed by a key of the benchmark's own, one principal for all so that they share one workflow), side by side
+in one run; its section is ``gateway_tokens``.
+
+Run: ``.venv/bin/python benchmarks/gateway.py [--quick] [--no-fastmcp] [--clients 64] [--seconds 5] [--tokens]``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +61,12 @@ BEFORE = "serve pass-through, before (asyncio + h11)"
 SQLITE_BEFORE = "serve SQLite, before"
 PG1_BEFORE = "serve PostgreSQL, 1 replica, before"
 FASTMCP = "FastMCP proxy over HTTP"
+RS256 = "RS256"
+ES256 = "ES256"
+PASS_RS = "serve pass-through, RS256 tokens"
+PASS_ES = "serve pass-through, ES256 tokens"
+SQLITE_RS = "serve SQLite, RS256 tokens"
+TWINS = {PASS_RS: PASS, PASS_ES: PASS, SQLITE_RS: SQLITE}  # each token contender and the same gateway without
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -73,6 +84,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--before", type=Path, default=None, help="also run the pass-through from this src/ tree")
     parser.add_argument(
         "--journaled-before", type=Path, default=None, help="also run SQLite and PostgreSQL from this src/ tree"
+    )
+    parser.add_argument(
+        "--tokens", action="store_true", help="measure the gateways with bearer tokens against without, instead"
     )
     args = parser.parse_args(argv)
     if args.quick:
@@ -143,6 +157,7 @@ class Client:
     port: int
     path: str
     modern: bool
+    auth: dict[str, str] = field(default_factory=dict)  # its Authorization header, where it sends a token
     conn: Connection = field(init=False)
     session: str | None = None
     ident: int = 0
@@ -170,9 +185,9 @@ class Client:
 
     def _headers(self) -> dict[str, str]:
         if self.modern:
-            return {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+            return {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo", **self.auth}
         assert self.session is not None
-        return {"Mcp-Session-Id": self.session, "MCP-Protocol-Version": "2025-11-25"}
+        return {"Mcp-Session-Id": self.session, "MCP-Protocol-Version": "2025-11-25", **self.auth}
 
     async def call(self) -> int:
         """One tools/call; its duration in nanoseconds."""
@@ -190,11 +205,9 @@ class Client:
         return elapsed
 
 
-async def load(
-    endpoints: list[tuple[int, str]], modern: bool, clients: int, warmup: float, seconds: float
-) -> tuple[float, list[int]]:
-    """``clients`` clients spread over ``endpoints`` (port, path) for ``seconds``: (calls/s, latencies in ns)."""
-    pool = [Client("127.0.0.1", *endpoints[i % len(endpoints)], modern) for i in range(clients)]
+async def load(served: Served, clients: int, warmup: float, seconds: float) -> tuple[float, list[int]]:
+    """``clients`` clients spread over ``served``'s endpoints for ``seconds``: (calls/s, latencies in ns)."""
+    pool = [served.client(i) for i in range(clients)]
     for client in pool:
         await client.start()
     samples: list[int] = []
@@ -219,9 +232,9 @@ async def load(
     return len(samples) / elapsed, samples
 
 
-async def single(port: int, path: str, modern: bool, count: int) -> list[int]:
+async def single(served: Served, count: int) -> list[int]:
     """One client's sequential calls: their latencies in ns."""
-    client = Client("127.0.0.1", port, path, modern)
+    client = served.client(0)
     await client.start()
     for _ in range(max(5, count // 10)):
         await client.call()
@@ -259,6 +272,12 @@ class Served:
     modern: bool
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     endpoints: list[tuple[int, str]] = field(default_factory=list)
+    token: Callable[[], str] | None = None  # a fresh bearer token for each client, where the gateway wants one
+
+    def client(self, i: int) -> Client:
+        """Client ``i``, on its endpoint, with its own token if any."""
+        auth = {"Authorization": f"Bearer {self.token()}"} if self.token is not None else {}
+        return Client("127.0.0.1", *self.endpoints[i % len(self.endpoints)], self.modern, auth)
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -271,8 +290,15 @@ class Served:
                 proc.wait()
 
 
-def start_serve(name: str, replicas: int, journal: str | None, env: dict[str, str] | None = None) -> Served:
-    served = Served(name, modern=True)
+def start_serve(
+    name: str,
+    replicas: int,
+    journal: str | None,
+    env: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
+    token: Callable[[], str] | None = None,
+) -> Served:
+    served = Served(name, modern=True, token=token)
     upstream = shlex.join(cs.PLAIN.argv())
     script = Path(sys.executable).parent / "checkpoint"
     for _ in range(replicas):
@@ -280,6 +306,7 @@ def start_serve(name: str, replicas: int, journal: str | None, env: dict[str, st
         argv = [str(script), "serve", "--listen", f"127.0.0.1:{port}", "--upstream-cmd", upstream]
         if journal is not None:
             argv += ["--journal", journal]
+        argv += flags
         proc = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
         )
@@ -295,6 +322,19 @@ def start_before(src: Path, shadow: Path) -> Served:
         (shadow / f"{name}.py").write_text(f"raise ImportError('{name} hidden by the benchmark')\n")
     env = {"PYTHONPATH": f"{shadow}{os.pathsep}{src.resolve()}"}
     return start_serve("serve pass-through, before (asyncio + h11)", 1, None, env)
+
+
+def token_flags(tmp: Path) -> tuple[tuple[str, ...], dict[str, Callable[[], str]]]:
+    """`checkpoint serve`'s flags for an identity provider of the benchmark's own (an RSA and an EC key, their key
+    set in a file), and for each algorithm a maker of fresh tokens, all for one principal (so all share one
+    workflow, as without tokens)."""
+    sys.path.insert(0, str(TESTS_DIR))
+    from idp import AUDIENCE, ISSUER, Key, jwks_file
+
+    keys = {RS256: Key("bench-rsa", RS256), ES256: Key("bench-ec", ES256)}
+    path = jwks_file(tmp / "jwks.json", *keys.values())
+    flags = ("--issuer", ISSUER, "--audience", AUDIENCE, "--jwks-file", str(path))
+    return flags, {name: (lambda key=key: key.token("bench")) for name, key in keys.items()}
 
 
 def start_floor(mode: str) -> Served:
@@ -394,7 +434,7 @@ def measure(
         served = by_name[name]
         pid = served.procs[0].pid
         loop_before, pg_before = cpu_seconds(pid, pid), postgres_seconds()
-        rate, samples = run_loop(load(served.endpoints, served.modern, args.clients, args.warmup, args.seconds))
+        rate, samples = run_loop(load(served, args.clients, args.warmup, args.seconds))
         calls = rate * (args.warmup + args.seconds)  # the warm-up's calls ran at about the same rate
         if name.startswith("serve") and len(served.procs) == 1 and calls:
             loop = (cpu_seconds(pid, pid) - loop_before) / calls * 1e6
@@ -404,8 +444,7 @@ def measure(
         print(f"{name}: {rate:.0f} calls/s", file=sys.stderr, flush=True)
     blocks = max(1, args.single // SINGLE_BLOCK)
     for _, name in interleaved(list(by_name), blocks):
-        port, path = by_name[name].endpoints[0]
-        alone[name].extend(run_loop(single(port, path, by_name[name].modern, SINGLE_BLOCK)))
+        alone[name].extend(run_loop(single(by_name[name], SINGLE_BLOCK)))
     return rates, loaded, alone, cpu
 
 
@@ -532,14 +571,92 @@ def render(
     return body
 
 
+def render_tokens(
+    args: argparse.Namespace,
+    rates: dict[str, list[float]],
+    alone: dict[str, list[int]],
+    cpu: CpuPerCall,
+) -> str:
+    """Each gateway with tokens beside the same one without: calls/s, one client's latency, the event loop's CPU."""
+    rate = {name: Summary.of(values).median for name, values in rates.items()}
+    lone = {name: Summary.of(s / 1e3 for s in values).median for name, values in alone.items()}
+    loop = {name: Summary.of(used for used, _ in values).median for name, values in cpu.items() if values}
+    rows = []
+    for name in rates:
+        twin = TWINS.get(name)
+        rows.append(
+            [
+                name,
+                fmt(rate[name]),
+                f"{rate[name] / rate[twin]:.0%}" if twin else "",
+                fmt(lone[name]),
+                f"{lone[name] - lone[twin]:+.0f}" if twin else "",
+                fmt(loop.get(name, math.nan)),
+                f"{loop.get(name, math.nan) - loop.get(twin, math.nan):+.0f}" if twin else "",
+            ]
+        )
+    header = [
+        "Gateway",
+        f"calls/s, {args.clients} clients (median of rounds)",
+        "of the same without tokens",
+        "1 client: median µs",
+        "over the same without tokens, µs",
+        "event loop's CPU, µs per call",
+        "over the same without tokens, µs",
+    ]
+    return table(header, rows) + (
+        f"\n\n{args.clients} clients, each with one keep-alive connection, one call at a time and its own bearer token "
+        f"(signed by the benchmark's own key, one principal for all, so that all share one workflow as without "
+        f"tokens); {args.rounds} interleaved rounds of {args.seconds:g} s per gateway (after {args.warmup:g} s of "
+        f"warm-up), then one client alone, {args.single} calls per gateway in interleaved blocks of {SINGLE_BLOCK}. "
+        "The key set is read from a file (`--jwks-file`), so no fetch is in the rounds. The gateway checks the token "
+        "of every request (no cache of verified tokens): the event loop's CPU over the same gateway without tokens is "
+        "what a check costs. CPU time from `/proc` (the main thread of the gateway's process), over each load round, "
+        "divided by its calls, warm-up included; medians of rounds.\n"
+    )
+
+
 def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
 
 
+def main_tokens(args: argparse.Namespace, argv: list[str]) -> int:
+    """``--tokens``: the gateways with bearer tokens beside the same ones without."""
+    with scratch_dir(args, "gateway_tokens") as tmp:
+        flags, tokens = token_flags(tmp)
+        plans = [
+            lambda: start_serve(PASS, 1, None),
+            lambda: start_serve(PASS_RS, 1, None, flags=flags, token=tokens[RS256]),
+            lambda: start_serve(PASS_ES, 1, None, flags=flags, token=tokens[ES256]),
+            lambda: start_serve(SQLITE, 1, str(tmp / "j.db")),
+            lambda: start_serve(SQLITE_RS, 1, str(tmp / "tokens.db"), flags=flags, token=tokens[RS256]),
+        ]
+        line_up: list[Served] = []
+        try:
+            for start in plans:
+                line_up.append(start())
+            rates, _, alone, cpu = measure(args, line_up)
+        finally:
+            for served in line_up:
+                served.stop()
+    publish(
+        args,
+        "gateway_tokens",
+        title="The gateway with tokens: what checking a bearer token costs",
+        argv=argv,
+        where=machine(Path(os.environ.get("TMPDIR", "/tmp"))),
+        body=render_tokens(args, rates, alone, cpu),
+        script="gateway",
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    if args.tokens:
+        return main_tokens(args, argv)
     with scratch_dir(args, "gateway") as tmp, postgres(args) as (pg_url, pg_before_url):
         plans = [
             lambda: start_floor("raw"),

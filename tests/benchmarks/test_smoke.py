@@ -124,3 +124,20 @@ def test_the_gateway_benchmark_runs_quick_and_writes_its_section(tmp_path: Path)
     assert "<!-- bench:gateway:start -->" in text
     for contender in ("upstream over HTTP", "serve pass-through", "serve SQLite", "2 replicas"):
         assert contender in text
+
+
+def test_the_gateway_token_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:
+    doc = tmp_path / "gateway.md"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gateway.py"), "--quick", "--tokens", "--output", str(doc)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = doc.read_text(encoding="utf-8")
+    assert "<!-- bench:gateway_tokens:start -->" in text
+    for contender in ("| serve pass-through |", "RS256 tokens", "ES256 tokens", "| serve SQLite, RS256 tokens |"):
+        assert contender in text

@@ -4,11 +4,13 @@ the protected-resource metadata, and nothing runs; a good one runs; no token rea
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
 from pathlib import Path
 
+import jwt
 import pytest
 
 from gatewayproc import MODERN, effects_gateway, initialize, modern_call, request
@@ -129,6 +131,60 @@ def test_a_rotated_key_is_fetched_when_a_token_names_it_and_es256_keys_work_from
         with_token = {"Mcp-Session-Id": session, **bearer(ec_key.token())}
         assert request(gw.port, "POST", "/mcp", ping, with_token).status == 200
     assert done_count(tmp_path / "effects.jsonl") == 1
+
+
+def test_a_token_that_passed_is_refused_once_it_expires_or_its_key_leaves_the_provider(tmp_path: Path) -> None:
+    """A token that passed is remembered (it is not checked again on each request), but never past its expiry
+    and never once the key that verified it is gone from the provider's key set."""
+    old, new = Key("2026-a", "RS256"), Key("2026-b", "RS256")
+    now = int(time.time())
+    expiring = old.token(exp=now - 28, iat=now - 600)  # expired, but within the 30 s leeway for about 2 s more
+    kept = old.token()
+    with JwksServer(old) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url)) as gw:
+        assert send(gw.port, expiring, "one")[0] == 200
+        assert send(gw.port, kept, "two", seq=2)[0] == 200
+        assert send(gw.port, kept, "three", seq=3)[0] == 200
+        time.sleep(max(0.0, now - 28 + 30 + 0.5 - time.time()))
+        status, headers, _ = send(gw.port, expiring, "four", seq=4)
+        assert status == 401
+        assert "expired" in headers["www-authenticate"]
+        jwks.keys = [new]  # the provider retires the old key; a token of the new one makes the gateway fetch the set
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while send(gw.port, new.token(), "five", seq=5)[0] != 200:  # refreshed at most every few seconds
+            assert time.monotonic() < deadline, "the new key was never fetched"
+            time.sleep(0.5)
+        status, headers, _ = send(gw.port, kept, "six", seq=6)
+        assert status == 401, "a remembered token outlived its key"
+        assert "does not hold" in headers["www-authenticate"]
+    assert done_count(tmp_path / "effects.jsonl") == 4
+
+
+def test_a_token_is_verified_once_while_it_is_remembered_and_the_memory_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from checkpoint_mcp.gateway.tokens import TokenVerifier, VerifiedTokens, token_settings
+
+    key = Key("k", "ES256")
+    settings = token_settings(
+        issuer=ISSUER, audiences=(AUDIENCE,), jwks_url=None, jwks_file=str(jwks_file(tmp_path / "k.json", key))
+    )
+    assert settings is not None
+    verifier = TokenVerifier(settings)
+    verifier.keys.load_file()
+    verifier.verified = VerifiedTokens(size=2)
+    decoded: list[str] = []
+    real_decode = jwt.decode
+    monkeypatch.setattr(jwt, "decode", lambda token, *a, **k: decoded.append(token) or real_decode(token, *a, **k))
+    first, second, third = key.token("ann"), key.token("bob"), key.token("cy")
+
+    async def run() -> list[str]:
+        seen = [(await verifier.verify(token)).principal for token in (first, first, second, first, third, first)]
+        seen.append((await verifier.verify(second)).principal)  # forgotten: the one used longest ago when cy came
+        return seen
+
+    assert asyncio.run(run()) == ["ann", "ann", "bob", "ann", "cy", "ann", "bob"]
+    assert decoded == [first, second, third, second]
+    assert len(verifier.verified) == 2
 
 
 def test_the_token_is_never_sent_to_a_remote_upstream(tmp_path: Path) -> None:

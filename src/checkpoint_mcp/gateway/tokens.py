@@ -10,6 +10,12 @@ The key set is fetched (or read) once at start, kept, fetched again after ``KEYS
 token names a key id the set lacks (the provider rotated its keys), at most every ``REFRESH_AT_MOST_EVERY`` seconds
 so that tokens with made-up key ids cannot make the gateway hammer the provider.
 
+A token that passed is remembered (``VerifiedTokens``) until its expiry: an agent sends the same token with each
+request, and checking it again costs ~100 µs of the event loop's CPU for nothing new (docs/benchmarks.md, *The
+gateway with tokens*). The memory is keyed by the whole token, so only that exact string is taken on trust, and it
+holds the key that verified it: once a fetch of the key set no longer holds that key, the token is checked again
+(and refused). Refused tokens are never remembered.
+
 A token is never logged, stored or sent on: errors say why a token was refused, never what it was.
 """
 
@@ -37,6 +43,7 @@ KEYS_TTL = 600.0  # seconds a fetched key set is used before it is fetched again
 REFRESH_AT_MOST_EVERY = 2.0  # seconds between two fetches caused by an unknown key id
 FETCH_TIMEOUT = 10.0
 MAX_PRINCIPAL = 256  # characters: a subject longer than this is not a usable principal
+MAX_REMEMBERED = 4096  # verified tokens remembered at once (the one used longest ago is forgotten first)
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -280,12 +287,49 @@ class KeySet:
         return key if key is not None and key.algorithm_name == algorithm else None
 
 
+class _Verified(NamedTuple):
+    identity: Identity
+    until: float  # wall-clock seconds after which it is expired: its ``exp`` plus the leeway
+    kid: str | None
+    algorithm: str
+    key: PyJWK  # the key that verified it
+
+
+class VerifiedTokens:
+    """Tokens that passed, each until it expires, at most ``size`` of them (the one used longest ago is forgotten
+    first)."""
+
+    def __init__(self, size: int = MAX_REMEMBERED) -> None:
+        self._size = size
+        self._tokens: dict[str, _Verified] = {}
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def get(self, token: str, now: float) -> _Verified | None:
+        """What is remembered of ``token``, unless it has expired since (then it is forgotten)."""
+        found = self._tokens.get(token)
+        if found is not None and now >= found.until:
+            del self._tokens[token]
+            return None
+        return found
+
+    def put(self, token: str, verified: _Verified) -> None:
+        if len(self._tokens) >= self._size:
+            del self._tokens[next(iter(self._tokens))]
+        self._tokens[token] = verified
+
+    def forget(self, token: str) -> None:
+        self._tokens.pop(token, None)
+
+
 class TokenVerifier:
     """Checks one bearer token against the settings and the key set."""
 
     def __init__(self, settings: TokenSettings) -> None:
         self.settings = settings
         self.keys = KeySet(settings.jwks_url, settings.jwks_file)
+        self.verified = VerifiedTokens()
 
     async def verify(self, token: str) -> Identity:
         """Who ``token`` speaks for, if it is valid for this gateway.
@@ -295,6 +339,13 @@ class TokenVerifier:
                 expired or not yet valid, or names no usable principal.
             KeySetUnavailable: the provider's keys cannot be had to check it.
         """
+        known = self.verified.get(token, time.time())
+        if known is not None:
+            self.verified.forget(token)  # remembered again below if it still passes
+            if await self.keys.key(known.kid, known.algorithm) is known.key:
+                self.verified.put(token, known)
+                return known.identity
+            # its key is no longer the provider's (the set was fetched again): it is checked as a new token
         settings = self.settings
         try:
             header = jwt.get_unverified_header(token)
@@ -329,7 +380,10 @@ class TokenVerifier:
             raise InvalidToken(f"the token has no {exc.claim!r} claim") from None
         except jwt.PyJWTError as exc:
             raise InvalidToken(f"the token is not valid: {type(exc).__name__}") from None
-        return Identity(self._principal(claims), self._operator(claims))
+        identity = Identity(self._principal(claims), self._operator(claims))
+        until = int(claims["exp"]) + settings.leeway  # required, and PyJWT read it with int() too
+        self.verified.put(token, _Verified(identity, until, kid if isinstance(kid, str) else None, algorithm, key))
+        return identity
 
     def _principal(self, claims: dict[str, Any]) -> str:
         name = self.settings.principal_claim

@@ -172,6 +172,40 @@ def test_an_upstream_that_dies_mid_run_is_left_out_named_in_healthz_and_comes_ba
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 2  # b never reached the web server
 
 
+def test_a_session_hears_on_its_get_stream_when_an_upstream_leaves_and_when_it_comes_back(tmp_path: Path) -> None:
+    """The session era: the SDK client's GET stream carries ``notifications/tools/list_changed`` when an upstream
+    dies (its tools are left out) and again when it is started again (they are back)."""
+
+    async def session(url: str) -> tuple[list[float], set[str], set[str]]:
+        heard: list[float] = []
+        changed = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", None) == "notifications/tools/list_changed":
+                heard.append(anyio.current_time())
+                changed.set()
+
+        async with Client(url, mode="legacy", message_handler=on_message) as client:
+            with anyio.fail_after(60):
+                before = {tool.name for tool in (await client.list_tools()).tools}
+                with pytest.raises(MCPError) as died:
+                    await client.call_tool("files__die", {"code": 3})
+                assert died.value.error.code == UPSTREAM_EXITED
+                await changed.wait()  # left out
+                changed = anyio.Event()
+                while not changed.is_set():  # a request after its back-off starts it again
+                    await anyio.sleep(0.3)
+                    await client.list_tools()
+                after = {tool.name for tool in (await client.list_tools()).tools}
+        return heard, before, after
+
+    with federated(tmp_path) as (gateway, _):
+        heard, before, after = anyio.run(session, f"{gateway.base}/w/run/mcp")
+    assert len(heard) == 2
+    assert {"files__send_email", "mail__send_email", "web__send_email"} <= before
+    assert before == after
+
+
 def test_an_upstream_that_cannot_start_is_left_out_and_the_others_serve(tmp_path: Path) -> None:
     command = json.dumps(server_cmd("effects_server.py"))
     path = tmp_path / "upstreams.toml"

@@ -622,6 +622,20 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def start_and_measure(
+    args: argparse.Namespace, plans: list[Callable[[], Served]]
+) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, list[int]], CpuPerCall]:
+    """Start each contender of ``plans``, ``measure`` them, and stop them all, whatever happens."""
+    line_up: list[Served] = []
+    try:
+        for start in plans:
+            line_up.append(start())
+        return measure(args, line_up)
+    finally:
+        for served in line_up:
+            served.stop()
+
+
 def main_tokens(args: argparse.Namespace, argv: list[str]) -> int:
     """``--tokens``: the gateways with bearer tokens beside the same ones without."""
     with scratch_dir(args, "gateway_tokens") as tmp:
@@ -633,14 +647,7 @@ def main_tokens(args: argparse.Namespace, argv: list[str]) -> int:
             lambda: start_serve(SQLITE, 1, str(tmp / "j.db")),
             lambda: start_serve(SQLITE_RS, 1, str(tmp / "tokens.db"), flags=flags, token=tokens[RS256]),
         ]
-        line_up: list[Served] = []
-        try:
-            for start in plans:
-                line_up.append(start())
-            rates, _, alone, cpu = measure(args, line_up)
-        finally:
-            for served in line_up:
-                served.stop()
+        rates, _, alone, cpu = start_and_measure(args, plans)
     publish(
         args,
         "gateway_tokens",
@@ -680,14 +687,7 @@ def main(argv: list[str]) -> int:
             python = cs.fastmcp_python()
             assert python is not None
             plans.append(lambda: start_fastmcp(python))
-        line_up: list[Served] = []
-        try:
-            for start in plans:
-                line_up.append(start())
-            rates, loaded, alone, cpu = measure(args, line_up)
-        finally:
-            for served in line_up:
-                served.stop()
+        rates, loaded, alone, cpu = start_and_measure(args, plans)
     publish(
         args,
         "gateway",

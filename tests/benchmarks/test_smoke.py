@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 # script -> extra arguments (FastMCP needs its own virtual environment: left out here)
 SCRIPTS = {
@@ -109,10 +111,23 @@ def test_the_micro_benchmark_runs_quick() -> None:
     assert "µs per call" in done.stdout
 
 
-def test_the_gateway_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "section", "contenders"),
+    [
+        ("--no-fastmcp", "gateway", ("upstream over HTTP", "serve pass-through", "serve SQLite", "2 replicas")),
+        (
+            "--tokens",
+            "gateway_tokens",
+            ("| serve pass-through |", "RS256 tokens", "ES256 tokens", "| serve SQLite, RS256 tokens |"),
+        ),
+    ],
+)
+def test_the_gateway_benchmark_runs_quick_and_writes_its_section(
+    tmp_path: Path, flag: str, section: str, contenders: tuple[str, ...]
+) -> None:
     doc = tmp_path / "gateway.md"
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gateway.py"), "--quick", "--no-fastmcp", "--output", str(doc)],
+        [sys.executable, str(BENCHMARKS / "gateway.py"), "--quick", flag, "--output", str(doc)],
         capture_output=True,
         text=True,
         timeout=110,
@@ -121,23 +136,6 @@ def test_the_gateway_benchmark_runs_quick_and_writes_its_section(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     text = doc.read_text(encoding="utf-8")
-    assert "<!-- bench:gateway:start -->" in text
-    for contender in ("upstream over HTTP", "serve pass-through", "serve SQLite", "2 replicas"):
-        assert contender in text
-
-
-def test_the_gateway_token_benchmark_runs_quick_and_writes_its_section(tmp_path: Path) -> None:
-    doc = tmp_path / "gateway.md"
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gateway.py"), "--quick", "--tokens", "--output", str(doc)],
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    text = doc.read_text(encoding="utf-8")
-    assert "<!-- bench:gateway_tokens:start -->" in text
-    for contender in ("| serve pass-through |", "RS256 tokens", "ES256 tokens", "| serve SQLite, RS256 tokens |"):
+    assert f"<!-- bench:{section}:start -->" in text
+    for contender in contenders:
         assert contender in text

@@ -306,21 +306,16 @@ class VerifiedTokens:
     def __len__(self) -> int:
         return len(self._tokens)
 
-    def get(self, token: str, now: float) -> _Verified | None:
-        """What is remembered of ``token``, unless it has expired since (then it is forgotten)."""
-        found = self._tokens.get(token)
-        if found is not None and now >= found.until:
-            del self._tokens[token]
-            return None
-        return found
+    def take(self, token: str, now: float) -> _Verified | None:
+        """What is remembered of ``token``, taken out (``put`` it back if it still passes); None when nothing is, or
+        it has expired since."""
+        found = self._tokens.pop(token, None)
+        return found if found is not None and now < found.until else None
 
     def put(self, token: str, verified: _Verified) -> None:
         if len(self._tokens) >= self._size:
             del self._tokens[next(iter(self._tokens))]
         self._tokens[token] = verified
-
-    def forget(self, token: str) -> None:
-        self._tokens.pop(token, None)
 
 
 class TokenVerifier:
@@ -339,13 +334,11 @@ class TokenVerifier:
                 expired or not yet valid, or names no usable principal.
             KeySetUnavailable: the provider's keys cannot be had to check it.
         """
-        known = self.verified.get(token, time.time())
-        if known is not None:
-            self.verified.forget(token)  # remembered again below if it still passes
-            if await self.keys.key(known.kid, known.algorithm) is known.key:
-                self.verified.put(token, known)
-                return known.identity
-            # its key is no longer the provider's (the set was fetched again): it is checked as a new token
+        known = self.verified.take(token, time.time())
+        if known is not None and await self.keys.key(known.kid, known.algorithm) is known.key:
+            self.verified.put(token, known)  # last used now
+            return known.identity
+        # not remembered, expired, or its key is no longer the provider's (the set was fetched again): checked anew
         settings = self.settings
         try:
             header = jwt.get_unverified_header(token)

@@ -245,3 +245,25 @@ def test_a_key_file_that_cannot_be_read_stops_the_gateway_before_it_listens(tmp_
     )
     assert done.returncode == 1
     assert "holds no RS256 or ES256 signing key" in done.stderr
+
+
+def test_the_operator_scope_is_never_advertised_and_an_operator_who_asks_for_it_reads_metrics(tmp_path: Path) -> None:
+    """MCP clients ask for every scope the resource's metadata lists when a 401 names none: the operator's scope
+    is listed nowhere (metadata, 401, 403), so no agent is led to ask for it; an operator's token, whose holder
+    asked the provider for the scope by name, still reads /metrics."""
+    key = Key("k1", "RS256")
+    operator_scope = ("--operator-scope", "checkpoint:operator")
+    with JwksServer(key) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url, extra=operator_scope)) as gw:
+        document = request(gw.port, "GET", "/.well-known/oauth-protected-resource")
+        assert document.status == 200
+        assert "scopes_supported" not in document.json()
+        assert b"checkpoint:operator" not in document.body
+        status, headers, _ = send(gw.port, None, "nobody")
+        assert status == 401
+        assert "scope" not in headers["www-authenticate"]
+        agent = request(gw.port, "GET", "/metrics", headers=bearer(key.token("alice", scope="openid")))
+        assert agent.status == 403
+        assert "insufficient_scope" in agent.headers["www-authenticate"]
+        assert "checkpoint:operator" not in agent.headers["www-authenticate"]
+        operator = key.token("ops-person", scope="openid checkpoint:operator")
+        assert request(gw.port, "GET", "/metrics", headers=bearer(operator)).status == 200

@@ -116,14 +116,16 @@ class Gateway:
         self.federation_health = FederationHealth(tuple(self._specs)) if self._specs else None
         """Each upstream of ``--upstreams``: None while it answers, else why not (``/healthz``)."""
         self._probing: asyncio.Task[None] | None = None
-        self._workflows: dict[str, _Workflow] = {}
+        self._workflows: dict[tuple[str | None, str, str], _Workflow] = {}
+        """By (principal, workflow asked for, upstream), never by the id made of them: whose it is is in the key."""
         self._commits = CommitSignal()
         self._committer = Committer(journal) if journal is not None else None
         """Commits the channels' journal writes that must not hold the event loop (PostgreSQL's always; SQLite's
         when another connection holds its write lock) on a thread of its own."""
         self.sessions: dict[str, Session] = {}
-        self.channels: dict[str, Channel | Federation] = {}  # 2026-07-28: journal workflow -> its channel
-        self._opening: dict[str, asyncio.Lock] = {}
+        self.channels: dict[tuple[str | None, str], Channel | Federation] = {}
+        """2026-07-28: each (principal, workflow asked for)'s channel."""
+        self._opening: dict[tuple[str | None, str], asyncio.Lock] = {}
         self.draining = False
         self.fatal: str | None = None
         self.upstream_error: str | None = None
@@ -167,7 +169,8 @@ class Gateway:
         """
         if self.journal is None:
             return None
-        known = self._workflows.get(workflow)
+        key = (principal, requested, upstream)
+        known = self._workflows.get(key)
         if known is None:
             if principal is not None:
                 self.journal.claim_workflow(workflow, principal, requested, upstream or None)
@@ -187,7 +190,7 @@ class Gateway:
                 if ownership is not None:
                     ownership.release()
                 raise
-            known = self._workflows[workflow] = _Workflow(ownership, calls)
+            known = self._workflows[key] = _Workflow(ownership, calls)
             logger.info("serving workflow %r (writing to %r)", workflow, lineage.head)
         return known.calls
 
@@ -338,7 +341,7 @@ class Gateway:
             WorkflowOwned, WorkflowOfAnother, JournalError: the workflow cannot be journaled here.
             UpstreamError, OSError: the upstream cannot be started.
         """
-        key = journal_workflow(principal, workflow, None)
+        key = (principal, workflow)
         channel = self.channels.get(key)
         if channel is not None and not channel.closed.is_set():
             return channel
@@ -346,7 +349,7 @@ class Gateway:
         async with lock:
             channel = self.channels.get(key)
             if channel is None or channel.closed.is_set():
-                name = f"workflow {key!r}"
+                name = f"workflow {journal_workflow(principal, workflow, None)!r}"
                 if self._specs:
                     federation = self._federation(name, workflow, principal, None, session=False)
                     await federation.start(eager=True)
@@ -433,12 +436,12 @@ class Gateway:
                     session.standalone.finish()
                 elif not session.active and now - session.channel.last_active > self.config.idle_timeout:
                     await self.close_session(session.id, "idle timeout")
-            for workflow, channel in list(self.channels.items()):
+            for key, channel in list(self.channels.items()):
                 if channel.closed.is_set():
-                    self.channels.pop(workflow, None)
+                    self.channels.pop(key, None)
                 elif not channel.busy and now - channel.last_active > self.config.idle_timeout:
-                    self.channels.pop(workflow, None)
-                    logger.info("closing the upstream of workflow %r: idle timeout", workflow)
+                    self.channels.pop(key, None)
+                    logger.info("closing the upstream of %s: idle timeout", channel.name)
                     await channel.close("idle timeout")
             self._check_fatal()
 

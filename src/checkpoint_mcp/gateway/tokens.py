@@ -81,17 +81,19 @@ class TokenSettings:
 
     def metadata(self, base: str) -> dict[str, Any]:
         """The RFC 9728 document: the resource, its authorization servers (the issuer unless named), how tokens
-        are sent."""
+        are sent.
+
+        It never lists the operator's scope (``scopes_supported``): MCP clients ask their authorization server for
+        every scope the resource advertises when a 401 names none, so listing it would have every agent ask for the
+        operator's view, and get it wherever the provider grants what is asked. An operator asks for it by name.
+        """
         servers = list(self.authorization_servers or (self.issuer,))
-        document: dict[str, Any] = {
+        return {
             "resource": self.resource_for(base),
             "authorization_servers": servers,
             "bearer_methods_supported": ["header"],
             "resource_signing_alg_values_supported": list(ALGORITHMS),
         }
-        if self.operator_scope is not None:
-            document["scopes_supported"] = [self.operator_scope]
-        return document
 
 
 def token_settings(

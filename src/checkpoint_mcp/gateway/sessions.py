@@ -34,6 +34,7 @@ from checkpoint_mcp.gateway.federation import Federation, FederationHealth, ask
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.principals import journal_workflow
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
+from checkpoint_mcp.gateway.upstreams_file import prefixed
 from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
@@ -154,7 +155,9 @@ class Gateway:
         spec = self._specs.get(upstream)
         if spec is None:
             return self.config.proxy
-        return self.config.proxy._replace(upstream_cmd=spec.command, remote=spec.remote, policy=spec.policy)
+        return self.config.proxy._replace(
+            upstream_cmd=spec.command, remote=spec.remote, policy=spec.policy, tool_prefix=prefixed(upstream, "")
+        )
 
     def _calls(
         self, workflow: str, principal: str | None, requested: str, upstream: str, proxy: ProxyConfig

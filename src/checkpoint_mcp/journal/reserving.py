@@ -68,7 +68,7 @@ class Reserving:
             now = utc_now()
             events: list[Event] = []
             approval: int | None = None
-            metered: dict[str, float] = {}  # scope -> the amount this call adds there
+            metered: dict[tuple[str, str], float] = {}  # (scope, tool counted) -> the amount this call adds there
             for condition in conditions:
                 if isinstance(condition, NoRepeat):
                     unmet = self._no_repeat(lineage, call, condition, events)
@@ -76,15 +76,16 @@ class Reserving:
                     unmet, used = self._uses_approval(workflow, seq, condition, now, events)
                     approval = used if unmet is None else None
                 else:
-                    unmet = self._within(call.tool, condition)
+                    counted = (condition.scope, condition.tool or call.tool)
+                    unmet = self._within(counted, condition)
                     if unmet is None:
                         amount = condition.amount if isinstance(condition, WithinBudget) else 0.0
-                        metered[condition.scope] = max(metered.get(condition.scope, 0.0), amount)
+                        metered[counted] = max(metered.get(counted, 0.0), amount)
                 if unmet is not None:
                     return unmet
             self._sql.execute(INSERT_CALL, insert_params(workflow, seq, call, now, self._sql.replica_id))
-            for scope, amount in metered.items():
-                self._sql.execute(INSERT_METERED, (scope, call.tool, now, amount, workflow, seq))
+            for (scope, tool), amount in metered.items():
+                self._sql.execute(INSERT_METERED, (scope, tool, now, amount, workflow, seq))
             detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)
             self._sql.link_txn([*events, Event(workflow, "reserved", seq, detail, now)])
         return Reserved(approval)
@@ -126,9 +127,10 @@ class Reserving:
         events.append(Event(workflow, APPROVAL_EVENT, seq, approval_detail(spent, "used", workflow=workflow), now))
         return None, newest.id
 
-    def _within(self, tool: str, condition: WithinLimit | WithinBudget) -> Unmet | None:
-        self._sql.take_turns("metered", condition.scope, tool)
-        window = (condition.scope, tool, condition.since)
+    def _within(self, counted: tuple[str, str], condition: WithinLimit | WithinBudget) -> Unmet | None:
+        scope, tool = counted
+        self._sql.take_turns("metered", scope, tool)
+        window = (scope, tool, condition.since)
         if isinstance(condition, WithinLimit):
             passes = int(self._one(_COUNT, window)[0]) < condition.calls
         else:

@@ -451,12 +451,14 @@ class Federation:
         return unrelated
 
     def cancel(self, stream: Stream, reason: str) -> None:
-        """The client closed a request's stream (2026-07-28): cancel it at the members serving it."""
+        """The client closed a request's stream (2026-07-28): cancel it at the members serving it, and forget it
+        here (nobody waits for its answer: the federation is idle once nothing else is in flight)."""
         for member in self._members.values():
             if member.live and member.channel is not None:
                 relays = [s for s in member.channel.waiting_streams() if isinstance(s, _Relay) and s._target is stream]
                 for relay in relays:
                     member.channel.cancel(relay, reason)
+                    relay.finish()  # its ``done`` forgets the route; the stream ends with nothing more to say
 
     # ---- answered here ------------------------------------------------------------------------------------
 

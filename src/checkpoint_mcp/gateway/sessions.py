@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
+from checkpoint_mcp.gateway.backend import Backend
 from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.federation import Federation, FederationHealth, ask
@@ -67,9 +68,7 @@ class Session:
     """One downstream session of the session era: its channel (a federation of them, behind ``--upstreams``) and
     its streams."""
 
-    def __init__(
-        self, session_id: str, workflow: str, channel: Channel | Federation, principal: str | None = None
-    ) -> None:
+    def __init__(self, session_id: str, workflow: str, channel: Backend, principal: str | None = None) -> None:
         self.id = session_id
         self.workflow = workflow
         self.channel = channel
@@ -124,7 +123,7 @@ class Gateway:
         """Commits the channels' journal writes that must not hold the event loop (PostgreSQL's always; SQLite's
         when another connection holds its write lock) on a thread of its own."""
         self.sessions: dict[str, Session] = {}
-        self.channels: dict[tuple[str | None, str], Channel | Federation] = {}
+        self.channels: dict[tuple[str | None, str], Backend] = {}
         """2026-07-28: each (principal, workflow asked for)'s channel."""
         self._opening: dict[tuple[str | None, str], asyncio.Lock] = {}
         self.draining = False
@@ -306,7 +305,7 @@ class Gateway:
                 holder[0].standalone.append(line)
 
         name = f"session {session_id[:8]}"
-        channel: Channel | Federation
+        channel: Backend
         if self._specs:
             channel = self._federation(name, workflow, principal, unrelated, session=True)
             await channel.start(eager=False)  # its members start at the client's initialize, with its hello
@@ -337,7 +336,7 @@ class Gateway:
             return None
         return session
 
-    async def workflow_channel(self, workflow: str, principal: str | None = None) -> Channel | Federation:
+    async def workflow_channel(self, workflow: str, principal: str | None = None) -> Backend:
         """The channel of ``principal``'s ``workflow``, opened (with its upstream, or upstreams) if it has none.
 
         Raises:
@@ -487,13 +486,7 @@ class Gateway:
 
     def _running_upstreams(self) -> float:
         channels = [*(s.channel for s in self.sessions.values()), *self.channels.values()]
-        return float(
-            sum(
-                channel.running() if isinstance(channel, Federation) else 1
-                for channel in channels
-                if not channel.closed.is_set()
-            )
-        )
+        return float(sum(channel.running() for channel in channels))
 
     def _in_doubt(self) -> float:
         if self.journal is None:

@@ -137,14 +137,14 @@ def test_a_token_that_passed_is_refused_once_it_expires_or_its_key_leaves_the_pr
     """A token that passed is remembered (it is not checked again on each request), but never past its expiry
     and never once the key that verified it is gone from the provider's key set."""
     old, new = Key("2026-a", "RS256"), Key("2026-b", "RS256")
-    now = int(time.time())
-    expiring = old.token(exp=now - 28, iat=now - 600)  # expired, but within the 30 s leeway for about 2 s more
     kept = old.token()
     with JwksServer(old) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url)) as gw:
+        now = int(time.time())  # once the gateway listens (its start may take seconds on a loaded machine)
+        expiring = old.token(exp=now - 27, iat=now - 600)  # expired, but within the 30 s leeway for 2-3 s more
         assert send(gw.port, expiring, "one")[0] == 200
         assert send(gw.port, kept, "two", seq=2)[0] == 200
         assert send(gw.port, kept, "three", seq=3)[0] == 200
-        time.sleep(max(0.0, now - 28 + 30 + 0.5 - time.time()))
+        time.sleep(max(0.0, now - 27 + 30 + 0.5 - time.time()))
         status, headers, _ = send(gw.port, expiring, "four", seq=4)
         assert status == 401
         assert "expired" in headers["www-authenticate"]

@@ -225,6 +225,12 @@ def test_init_writes_no_database_password_into_a_project_and_the_proxy_still_rea
     assert answer["result"]["content"][0]["text"] == "sent to ann"
     assert [(row.seq, row.tool) for row in journal_calls(pg_url, "mail")] == [(1, "send_email")]
     assert PASSWORD not in err
+    # Run again: the journals it wrote without the password are the ones it reads back (nothing to change), and
+    # the password file now answers for them (nothing to say).
+    again = run_init("--project", str(project), "--client", "copilot", "--no-policy", "--journal", pg_url)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to change" in again.stderr
+    assert ".pgpass" not in again.stderr
 
 
 @pytest.mark.parametrize(
@@ -234,6 +240,7 @@ def test_init_writes_no_database_password_into_a_project_and_the_proxy_still_rea
         ("postgres://u:p%40ss%3Aw@db/j?sslmode=require", "postgres://u@db/j?sslmode=require"),
         ("postgresql://u@db/j?password=pw&sslmode=require", "postgresql://u@db/j?sslmode=require"),
         ("postgresql://db/j", "postgresql://db/j"),
+        ("postgresql://:pw@db/j", "postgresql://db/j"),
         ("/home/me/.checkpoint/journal.db", "/home/me/.checkpoint/journal.db"),
     ],
 )

@@ -35,8 +35,9 @@ def written(location: str) -> str:
     parts = urlsplit(location)
     netloc = parts.netloc
     if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}@{host}"
+        credentials, _, host = netloc.rpartition("@")
+        user = credentials.partition(":")[0]
+        netloc = f"{user}@{host}" if user else host
     query = parts.query
     pairs = parse_qsl(query, keep_blank_values=True)
     if any(name == "password" for name, _ in pairs):

@@ -74,18 +74,27 @@ def hmac_with_public_key(key: Key, subject: str = "mallory") -> str:
 
 
 class JwksServer:
-    """The provider's key set over loopback HTTP (``url``); ``keys`` may be changed while it serves (rotation)."""
+    """The provider's key set over loopback HTTP (``url``); ``keys`` may be changed while it serves (rotation).
 
-    def __init__(self, *keys: Key) -> None:
+    ``max_age``: the ``Cache-Control: max-age`` it answers with (None: no such header). ``hang()``: from then on,
+    every fetch gets no answer until ``release()`` (or the server's end): a provider that hangs."""
+
+    def __init__(self, *keys: Key, max_age: int | None = None) -> None:
         self.keys = list(keys)
         self.fetches = 0
+        self.max_age = max_age
+        self._answering = threading.Event()
+        self._answering.set()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.fetches += 1
+                outer._answering.wait()
                 body = json.dumps({"keys": [key.jwk() for key in outer.keys]}).encode()
                 self.send_response(200)
+                if outer.max_age is not None:
+                    self.send_header("cache-control", f"public, max-age={outer.max_age}")
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -98,11 +107,20 @@ class JwksServer:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/jwks.json"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
+    def hang(self) -> None:
+        """Answer no fetch from now on, until ``release``."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Answer the fetches that hang, and every one after."""
+        self._answering.set()
+
     def __enter__(self) -> JwksServer:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)

@@ -89,8 +89,6 @@ LONG_MODULES: dict[str, str] = {
     "journal/postgres.py": "what PostgreSQL alone does: its connection and its recovery, advisory locks, replicas' "
     "sequences, pipelined commits",
     "refusals.py": "the wire contract: every code, its table, and each refusal's message, read side by side",
-    "gateway/federation.py": "one router over one member table: routing a message to its upstream and merging what "
-    "the upstreams answer (lists, initialize) read and change the same members, aliases and routes",
 }
 
 

@@ -581,11 +581,13 @@ class LimitReached(CallRefused):
         return cls(message, _limit_data("budget", workflow, tool, rule, scope, data))
 
     @classmethod
-    def unreadable(cls, *, workflow: str, tool: str, rule: str, scope: str, pointer: str, got: str) -> LimitReached:
-        """A budget's ``sum`` pointer finds no number in this call's arguments (``got``: what it found)."""
+    def bad_amount(cls, *, workflow: str, tool: str, rule: str, scope: str, pointer: str, got: str) -> LimitReached:
+        """A budget's ``sum`` pointer finds no amount in this call's arguments: no number, a negative one, or one
+        too large for a 64-bit float (``got``: what it found)."""
         message = (
             f"not run: the tool policy [{rule}] keeps a budget of {tool}'s calls by the number at {pointer} in "
-            f"their arguments, and this call has {got} there. Send it with a number at {pointer}."
+            f"their arguments, and this call has {got} there. An amount is a number, 0 or more, that fits a 64-bit "
+            f"float: send the call with one at {pointer}."
         )
         return cls(message, _limit_data("budget_amount", workflow, tool, rule, scope, {"sum": pointer}))
 

@@ -20,7 +20,7 @@ from checkpoint_mcp.refusals import REPEAT_REFUSED, UPSTREAM_EXITED, UPSTREAM_RE
 from gatewayproc import MODERN, GatewayProcess, modern_call, request
 
 from httpservers import HttpServer, sdk_server
-from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, server_cmd, wait_until
+from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, read_effects, server_cmd, wait_until
 
 ROOT = Path(__file__).parents[2]
 FRAMEWORK_PYTHON = ROOT / ".venv-langchain" / "bin" / "python"
@@ -354,3 +354,36 @@ def test_prompts_and_resource_templates_are_prefixed_and_their_requests_routed(t
         echoed = ask(7, "tools/call", {"name": "every__echo", "arguments": {"message": "hi"}})
         assert echoed["result"]["content"][0]["text"] == "Echo: hi"
         assert echoed["result"]["_meta"]["checkpoint/journal"]["workflow"].endswith("/every")
+
+
+def running(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def test_a_call_the_client_abandoned_is_forgotten_and_the_idle_federation_ends_its_upstreams(tmp_path: Path) -> None:
+    """A 2026-07-28 client that closes the stream of a call that never answers has cancelled it: the federation
+    forgets it, counts as idle, and after --idle-timeout ends its upstreams (the real processes exit)."""
+    command = json.dumps(server_cmd("effects_server.py"))
+    path = tmp_path / "upstreams.toml"
+    path.write_text(
+        "".join(
+            f'[upstreams.{name}]\ncommand = {command}\nenv = {{ EFFECTS_FILE = "{tmp_path / name}.jsonl" }}\n'
+            for name in ("a", "b")
+        ),
+        encoding="utf-8",
+    )
+    flags = ["--upstreams", str(path), "--journal", str(tmp_path / "j.db"), "--idle-timeout", "1"]
+    with GatewayProcess(*flags) as gateway:
+        assert modern(gateway, 1, "b__send_email", {"to": "x"})["result"]["content"][0]["text"] == "sent to x"
+        with pytest.raises(TimeoutError):  # the client gives up on the call, and closes its stream
+            request(gateway.port, "POST", "/w/run/mcp", modern_call(2, "a__hang", {}, **ENVELOPE), MODERN, timeout=1)
+        pids = {event["pid"] for name in ("a", "b") for event in read_effects(tmp_path / f"{name}.jsonl")}
+        assert len(pids) == 2
+        assert all(running(pid) for pid in pids)
+        wait_until(lambda: not any(running(pid) for pid in pids), what="the idle federation's upstreams to exit")
+        assert health(gateway)["upstream"] == "ok (0 running)"

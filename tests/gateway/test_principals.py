@@ -171,3 +171,28 @@ def test_a_limit_per_principal_counts_each_persons_calls_over_all_their_workflow
     assert "for this principal" in alices[2]["error"]["message"]
     assert all("result" in answer for answer in bobs)
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 4
+
+
+def test_a_principal_whose_name_holds_a_slash_never_reaches_another_principals_workflow(tmp_path: Path) -> None:
+    """Alice's default workflow is journaled as ``alice/<journal path>``; a token whose subject is ``alice/`` + the
+    journal's folder, asking for the workflow named like the journal's file, would make the very same id out of
+    another pair. It gets a workflow of its own: nothing of alice's is replayed to it, its call runs for it."""
+    key = Key("k1", "RS256")
+    journal = tmp_path / "j.db"
+    alice, mallory = key.token("alice"), key.token(f"alice/{tmp_path}")
+    with JwksServer(key) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url), "--journal", str(journal)) as gw:
+
+        def send(token: str, path: str, ident: int) -> Any:
+            body = modern_call(ident, "send_email", {"to": "alice's boss"}, checkpoint_seq=1)
+            reply = request(gw.port, "POST", path, body, {**MODERN, **bearer(token)})
+            assert reply.status == 200, reply.body
+            return reply.message()
+
+        hers = send(alice, "/mcp", 1)
+        assert journaled(hers)["workflow"] == f"alice/{journal}"
+        theirs = send(mallory, f"/w/{journal.name}/mcp", 2)
+        assert (text(theirs), journaled(theirs)["replayed"]) == ("sent to alice's boss", False)
+        assert journaled(theirs)["workflow"] == f"alice%2F{str(tmp_path).replace('/', '%2F')}/{journal.name}"
+        again = send(alice, "/mcp", 3)  # alice's own is still hers, and replayed to her
+        assert journaled(again)["replayed"] is True
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 2

@@ -27,7 +27,7 @@ from idp import (
 )
 
 from httpservers import faults_server
-from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, read_effects
+from support import DEFAULT_TIMEOUT, checkpoint_argv, done_count, read_effects, wait_until
 
 WORKFLOW_PATH = "/w/run-1/mcp"
 
@@ -137,14 +137,14 @@ def test_a_token_that_passed_is_refused_once_it_expires_or_its_key_leaves_the_pr
     """A token that passed is remembered (it is not checked again on each request), but never past its expiry
     and never once the key that verified it is gone from the provider's key set."""
     old, new = Key("2026-a", "RS256"), Key("2026-b", "RS256")
-    now = int(time.time())
-    expiring = old.token(exp=now - 28, iat=now - 600)  # expired, but within the 30 s leeway for about 2 s more
     kept = old.token()
     with JwksServer(old) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url)) as gw:
+        now = int(time.time())  # once the gateway listens (its start may take seconds on a loaded machine)
+        expiring = old.token(exp=now - 27, iat=now - 600)  # expired, but within the 30 s leeway for 2-3 s more
         assert send(gw.port, expiring, "one")[0] == 200
         assert send(gw.port, kept, "two", seq=2)[0] == 200
         assert send(gw.port, kept, "three", seq=3)[0] == 200
-        time.sleep(max(0.0, now - 28 + 30 + 0.5 - time.time()))
+        time.sleep(max(0.0, now - 27 + 30 + 0.5 - time.time()))
         status, headers, _ = send(gw.port, expiring, "four", seq=4)
         assert status == 401
         assert "expired" in headers["www-authenticate"]
@@ -245,3 +245,107 @@ def test_a_key_file_that_cannot_be_read_stops_the_gateway_before_it_listens(tmp_
     )
     assert done.returncode == 1
     assert "holds no RS256 or ES256 signing key" in done.stderr
+
+
+def test_the_operator_scope_is_never_advertised_and_an_operator_who_asks_for_it_reads_metrics(tmp_path: Path) -> None:
+    """MCP clients ask for every scope the resource's metadata lists when a 401 names none: the operator's scope
+    is listed nowhere (metadata, 401, 403), so no agent is led to ask for it; an operator's token, whose holder
+    asked the provider for the scope by name, still reads /metrics."""
+    key = Key("k1", "RS256")
+    operator_scope = ("--operator-scope", "checkpoint:operator")
+    with JwksServer(key) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url, extra=operator_scope)) as gw:
+        document = request(gw.port, "GET", "/.well-known/oauth-protected-resource")
+        assert document.status == 200
+        assert "scopes_supported" not in document.json()
+        assert b"checkpoint:operator" not in document.body
+        status, headers, _ = send(gw.port, None, "nobody")
+        assert status == 401
+        assert "scope" not in headers["www-authenticate"]
+        agent = request(gw.port, "GET", "/metrics", headers=bearer(key.token("alice", scope="openid")))
+        assert agent.status == 403
+        assert "insufficient_scope" in agent.headers["www-authenticate"]
+        assert "checkpoint:operator" not in agent.headers["www-authenticate"]
+        operator = key.token("ops-person", scope="openid checkpoint:operator")
+        assert request(gw.port, "GET", "/metrics", headers=bearer(operator)).status == 200
+
+
+PROMPT = 5.0
+"""Seconds a request may take while the provider hangs: generous on a loaded machine, and half of the 10 s a
+request waited for the key set's fetch when it blocked on it."""
+
+
+def test_a_provider_that_hangs_never_delays_a_request_whose_key_is_known(tmp_path: Path) -> None:
+    """The key set lives as long as the provider's max-age says (1 s here; 2 s at least); past that, a request
+    starts a fetch in the background and is checked with the keys held, so a provider that hangs delays nobody
+    whose key is known. The fetch that hung lands when the provider answers: a key it brings then works."""
+    key, rotated = Key("k1", "RS256"), Key("k2", "ES256")
+    with JwksServer(key, max_age=1) as jwks, effects_gateway(tmp_path, *token_flags(jwks.url)) as gw:
+        assert send(gw.port, key.token(), "first")[0] == 200
+        fetched = jwks.fetches
+        jwks.hang()
+        seq = 1
+
+        def timed() -> float:
+            nonlocal seq
+            seq += 1
+            started = time.monotonic()
+            assert send(gw.port, key.token(jti=str(seq)), f"call {seq}", seq=seq)[0] == 200
+            return time.monotonic() - started
+
+        took: list[float] = []
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while jwks.fetches == fetched:  # past its max-age, a request starts the fetch that hangs
+            assert time.monotonic() < deadline, "the key set was never fetched again once past its max-age"
+            took.append(timed())
+            time.sleep(0.2)
+        took += [timed() for _ in range(3)]  # while it hangs
+        assert max(took) < PROMPT, took
+        jwks.keys.append(rotated)
+        jwks.release()
+        wait_until(lambda: send(gw.port, rotated.token(), "rotated", seq=99)[0] == 200, what="the rotated key")
+
+
+def test_a_stale_key_set_serves_while_one_fetch_runs_and_unknown_key_ids_wait_for_that_fetch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key set against a real provider over loopback, with its lifetimes shortened: past its lifetime, the held
+    keys answer at once however long the provider hangs; a token naming a key id the set lacks waits for the one
+    fetch under way (never a fetch of its own); made-up key ids cannot make the set fetched more than every
+    ``REFRESH_AT_MOST_EVERY``."""
+    from checkpoint_mcp.errors import InvalidToken
+    from checkpoint_mcp.gateway import tokens
+
+    monkeypatch.setattr(tokens, "KEYS_TTL", 0.3)
+    monkeypatch.setattr(tokens, "REFRESH_AT_MOST_EVERY", 0.3)
+    monkeypatch.setattr(tokens, "FETCH_TIMEOUT", 4.0)
+    key, rotated = Key("k1", "RS256"), Key("k2", "RS256")
+
+    async def run(jwks: JwksServer) -> None:
+        keys = tokens.KeySet(jwks.url, None)
+        await keys.start()
+        await asyncio.sleep(0.4)  # the set is past its lifetime now
+        jwks.hang()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        held = await asyncio.gather(*(keys.key("k1", "RS256") for _ in range(5)))
+        assert loop.time() - started < 1.0  # not the 4 s of the fetch that hangs
+        assert all(found.key_id == "k1" for found in held)
+        async with asyncio.timeout(DEFAULT_TIMEOUT):
+            while jwks.fetches < 2:  # the one background fetch reaches the provider, and hangs there
+                await asyncio.sleep(0.02)
+        waiting = [asyncio.ensure_future(keys.key("k2", "RS256")) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        assert not any(each.done() for each in waiting)
+        jwks.keys.append(rotated)
+        jwks.release()
+        assert {(await each).key_id for each in waiting} == {"k2"}
+        assert jwks.fetches == 2  # they all waited for the fetch under way
+        fetched = jwks.fetches
+        for n in range(20):
+            with pytest.raises(InvalidToken):
+                await keys.key(f"made-up-{n}", "RS256")
+        assert jwks.fetches <= fetched + 1
+        await keys.close()
+
+    with JwksServer(key) as jwks:
+        asyncio.run(run(jwks))

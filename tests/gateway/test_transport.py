@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import json
-import os
 import signal
 from pathlib import Path
 
@@ -21,10 +20,9 @@ PING = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
 
 def pid_alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # gone (reading the file of a process that exits meanwhile is ESRCH)
         return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 

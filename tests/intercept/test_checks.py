@@ -80,3 +80,18 @@ def test_a_check_that_requires_a_condition_must_say_what_its_failure_answers() -
 
     with pytest.raises(TypeError, match="Mute returned a requirement"):
         decide(Any, Any, (Mute(),))  # type: ignore[arg-type]
+
+
+def test_a_budgets_amount_is_a_number_0_or_more_that_fits_a_float() -> None:
+    """What a budget counts: anything else (a string, a boolean, nothing, a negative number, one too large for a
+    64-bit float, NaN or infinity) is no amount, and the call is refused before it is counted."""
+    from checkpoint_mcp.intercept.decision.metering import amount
+    from checkpoint_mcp.intercept.policy import Budget
+
+    budget = Budget("/amount/value", ("amount", "value"), 100.0, 3600.0)
+    for number, counted in ((12, 12.0), (0, 0.0), (-0.0, 0.0), (2.5, 2.5), (10**300, 1e300)):
+        assert amount(budget, {"amount": {"value": number}}) == counted
+    for bad in ("12", True, None, -1, -1e9, 10**400, float("nan"), float("inf")):
+        assert amount(budget, {"amount": {"value": bad}}) is None, bad
+    assert amount(budget, {"amount": {}}) is None
+    assert amount(budget, {}) is None

@@ -201,7 +201,7 @@ def test_a_budget_adds_up_the_amounts_of_the_calls_that_ran(location: str, tmp_p
     for unreadable, got in ((words, '"ten"'), (missing, "nothing")):
         assert unreadable["error"]["code"] == LIMIT_REACHED
         assert unreadable["error"]["data"]["reason"] == "budget_amount"
-        assert f"this call has {got} there. Send it with a number at /amount." in unreadable["error"]["message"]
+        assert f"this call has {got} there. An amount is a number, 0 or more" in unreadable["error"]["message"]
     assert one["error"]["data"]["reason"] == "budget"  # 100 spent: nothing more fits
     assert done_count(tmp_path / "effects.jsonl", "send_quiet") == 3
 

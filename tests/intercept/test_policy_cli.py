@@ -91,6 +91,21 @@ def test_check_as_json_and_with_trust_annotations(tmp_path: Path) -> None:
     ]
 
 
+def test_check_with_trust_annotations_shows_a_hint_waiving_nothing_the_policy_says(tmp_path: Path) -> None:
+    """A read-only hint fills in only what the policy leaves open: a tool under ``approve`` or a ``limit`` stays
+    journaled and gated under ``--trust-annotations``."""
+    policy = '[tools.peek]\napprove = "operator"\n[tools.scan]\nlimit = { calls = 1, per = "1h" }\n'
+    hinted = {"annotations": {"readOnlyHint": True}}
+    tools = [{"name": name, **hinted} for name in ("peek", "scan", "lookup")]
+    done = run("policy", "check", write(tmp_path, policy), "--json", "--trust-annotations", stdin=json.dumps(tools))
+    assert done.returncode == 0, done.stderr
+    peek, scan, lookup = json.loads(done.stdout)["tools"]
+    assert (peek["journal"], peek["approve"]) == (True, "operator")
+    assert scan["journal"] is True
+    assert scan["limit"] is not None
+    assert lookup["journal"] is False
+
+
 def test_check_asks_the_upstream_for_its_tools(tmp_path: Path) -> None:
     done = run("policy", "check", write(tmp_path, POLICY), "--upstream-cmd", server_cmd("effects_server.py"))
     assert done.returncode == 0, done.stderr

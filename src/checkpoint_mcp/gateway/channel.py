@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkpoint_mcp import debug
+from checkpoint_mcp.gateway.backend import Backend
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
@@ -85,8 +86,8 @@ class _Waiting:
         self.original = original  # the original id's JSON text when it was renamed, else None
 
 
-class Channel:
-    """One upstream, its interceptor, and the downstream streams waiting for its answers."""
+class Channel(Backend):
+    """One upstream, its interceptor, and the downstream streams waiting for its answers (a ``Backend``)."""
 
     def __init__(
         self,
@@ -151,6 +152,10 @@ class Channel:
     def calls_in_flight(self) -> int:
         """tools/call requests waiting for their answer."""
         return sum(1 for waiting in self._waiting.values() if waiting.stream.method == "tools/call")
+
+    def running(self) -> int:
+        """1 while its upstream runs, else 0."""
+        return 0 if self.closed.is_set() else 1
 
     async def start(self) -> None:
         """Begin pumping the upstream's messages."""

@@ -30,8 +30,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from checkpoint_mcp.errors import CheckpointError, JournalError, WorkflowOfAnother, WorkflowOwned
-from checkpoint_mcp.gateway.channel import Channel
-from checkpoint_mcp.gateway.federation import Federation
+from checkpoint_mcp.gateway.backend import Backend
 from checkpoint_mcp.gateway.security import PRINCIPAL, Receive, Scope, Send, header, respond
 from checkpoint_mcp.gateway.sessions import Gateway, Session
 from checkpoint_mcp.gateway.streams import (
@@ -253,7 +252,7 @@ class McpEndpoint:
         self,
         receive: Receive,
         send: Send,
-        channel: Channel | Federation,
+        channel: Backend,
         message: Message,
         line: bytes,
         accepts: _Accepts,

@@ -171,6 +171,8 @@ async def _serve(
         gateway.end_long_streams()
     stopped.cancel()
     await task
+    if verifier is not None:
+        await verifier.keys.close()  # a background fetch of the key set that hangs does not hold up the exit
 
 
 def server_settings() -> dict[str, Any]:

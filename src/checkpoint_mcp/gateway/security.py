@@ -193,10 +193,9 @@ class OperatorOnly:
         if scope["type"] == "http" and _exempt(scope, self._paths) and not scope.get(OPERATOR, False):
             logger.warning("refused %s to a token without the operator's role", scope["path"])
             url = self._verifier.settings.metadata_url(_base(scope))
+            # No ``scope="…"``: a client would step up to the scope a challenge names, and the operator's is never
+            # advertised (``TokenSettings.metadata``); an operator asks the provider for it by name.
             value = f'Bearer error="insufficient_scope", resource_metadata="{url}"'
-            wanted = self._verifier.settings.operator_scope
-            if wanted is not None:
-                value += f', scope="{_quoted(wanted)}"'
             body = error_body(FORBIDDEN, "Forbidden: this needs the operator's role")
             await respond(send, 403, body, [(b"www-authenticate", value.encode("latin-1"))])
             return

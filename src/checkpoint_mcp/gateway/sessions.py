@@ -28,12 +28,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from checkpoint_mcp.errors import JournalError
+from checkpoint_mcp.gateway.backend import Backend
 from checkpoint_mcp.gateway.channel import Channel, CommitSignal
 from checkpoint_mcp.gateway.config import GatewayConfig
 from checkpoint_mcp.gateway.federation import Federation, FederationHealth, ask
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.principals import journal_workflow
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
+from checkpoint_mcp.gateway.upstreams_file import prefixed
 from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
@@ -66,9 +68,7 @@ class Session:
     """One downstream session of the session era: its channel (a federation of them, behind ``--upstreams``) and
     its streams."""
 
-    def __init__(
-        self, session_id: str, workflow: str, channel: Channel | Federation, principal: str | None = None
-    ) -> None:
+    def __init__(self, session_id: str, workflow: str, channel: Backend, principal: str | None = None) -> None:
         self.id = session_id
         self.workflow = workflow
         self.channel = channel
@@ -116,14 +116,16 @@ class Gateway:
         self.federation_health = FederationHealth(tuple(self._specs)) if self._specs else None
         """Each upstream of ``--upstreams``: None while it answers, else why not (``/healthz``)."""
         self._probing: asyncio.Task[None] | None = None
-        self._workflows: dict[str, _Workflow] = {}
+        self._workflows: dict[tuple[str | None, str, str], _Workflow] = {}
+        """By (principal, workflow asked for, upstream), never by the id made of them: whose it is is in the key."""
         self._commits = CommitSignal()
         self._committer = Committer(journal) if journal is not None else None
         """Commits the channels' journal writes that must not hold the event loop (PostgreSQL's always; SQLite's
         when another connection holds its write lock) on a thread of its own."""
         self.sessions: dict[str, Session] = {}
-        self.channels: dict[str, Channel | Federation] = {}  # 2026-07-28: journal workflow -> its channel
-        self._opening: dict[str, asyncio.Lock] = {}
+        self.channels: dict[tuple[str | None, str], Backend] = {}
+        """2026-07-28: each (principal, workflow asked for)'s channel."""
+        self._opening: dict[tuple[str | None, str], asyncio.Lock] = {}
         self.draining = False
         self.fatal: str | None = None
         self.upstream_error: str | None = None
@@ -152,7 +154,9 @@ class Gateway:
         spec = self._specs.get(upstream)
         if spec is None:
             return self.config.proxy
-        return self.config.proxy._replace(upstream_cmd=spec.command, remote=spec.remote, policy=spec.policy)
+        return self.config.proxy._replace(
+            upstream_cmd=spec.command, remote=spec.remote, policy=spec.policy, tool_prefix=prefixed(upstream, "")
+        )
 
     def _calls(
         self, workflow: str, principal: str | None, requested: str, upstream: str, proxy: ProxyConfig
@@ -167,7 +171,8 @@ class Gateway:
         """
         if self.journal is None:
             return None
-        known = self._workflows.get(workflow)
+        key = (principal, requested, upstream)
+        known = self._workflows.get(key)
         if known is None:
             if principal is not None:
                 self.journal.claim_workflow(workflow, principal, requested, upstream or None)
@@ -187,7 +192,7 @@ class Gateway:
                 if ownership is not None:
                     ownership.release()
                 raise
-            known = self._workflows[workflow] = _Workflow(ownership, calls)
+            known = self._workflows[key] = _Workflow(ownership, calls)
             logger.info("serving workflow %r (writing to %r)", workflow, lineage.head)
         return known.calls
 
@@ -300,7 +305,7 @@ class Gateway:
                 holder[0].standalone.append(line)
 
         name = f"session {session_id[:8]}"
-        channel: Channel | Federation
+        channel: Backend
         if self._specs:
             channel = self._federation(name, workflow, principal, unrelated, session=True)
             await channel.start(eager=False)  # its members start at the client's initialize, with its hello
@@ -331,14 +336,14 @@ class Gateway:
             return None
         return session
 
-    async def workflow_channel(self, workflow: str, principal: str | None = None) -> Channel | Federation:
+    async def workflow_channel(self, workflow: str, principal: str | None = None) -> Backend:
         """The channel of ``principal``'s ``workflow``, opened (with its upstream, or upstreams) if it has none.
 
         Raises:
             WorkflowOwned, WorkflowOfAnother, JournalError: the workflow cannot be journaled here.
             UpstreamError, OSError: the upstream cannot be started.
         """
-        key = journal_workflow(principal, workflow, None)
+        key = (principal, workflow)
         channel = self.channels.get(key)
         if channel is not None and not channel.closed.is_set():
             return channel
@@ -346,7 +351,7 @@ class Gateway:
         async with lock:
             channel = self.channels.get(key)
             if channel is None or channel.closed.is_set():
-                name = f"workflow {key!r}"
+                name = f"workflow {journal_workflow(principal, workflow, None)!r}"
                 if self._specs:
                     federation = self._federation(name, workflow, principal, None, session=False)
                     await federation.start(eager=True)
@@ -433,12 +438,12 @@ class Gateway:
                     session.standalone.finish()
                 elif not session.active and now - session.channel.last_active > self.config.idle_timeout:
                     await self.close_session(session.id, "idle timeout")
-            for workflow, channel in list(self.channels.items()):
+            for key, channel in list(self.channels.items()):
                 if channel.closed.is_set():
-                    self.channels.pop(workflow, None)
+                    self.channels.pop(key, None)
                 elif not channel.busy and now - channel.last_active > self.config.idle_timeout:
-                    self.channels.pop(workflow, None)
-                    logger.info("closing the upstream of workflow %r: idle timeout", workflow)
+                    self.channels.pop(key, None)
+                    logger.info("closing the upstream of %s: idle timeout", channel.name)
                     await channel.close("idle timeout")
             self._check_fatal()
 
@@ -481,13 +486,7 @@ class Gateway:
 
     def _running_upstreams(self) -> float:
         channels = [*(s.channel for s in self.sessions.values()), *self.channels.values()]
-        return float(
-            sum(
-                channel.running() if isinstance(channel, Federation) else 1
-                for channel in channels
-                if not channel.closed.is_set()
-            )
-        )
+        return float(sum(channel.running() for channel in channels))
 
     def _in_doubt(self) -> float:
         if self.journal is None:

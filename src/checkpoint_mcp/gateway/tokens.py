@@ -6,9 +6,13 @@ provider's JSON Web Key Set (RS256 or ES256 only: ``none`` and every HMAC algori
 can never be used as an HMAC secret), the issuer, the audience, and the expiry and not-before times with a small
 leeway. PyJWT checks the token; this module only chooses the key and reads who the token names.
 
-The key set is fetched (or read) once at start, kept, fetched again after ``KEYS_TTL`` seconds, and at once when a
-token names a key id the set lacks (the provider rotated its keys), at most every ``REFRESH_AT_MOST_EVERY`` seconds
-so that tokens with made-up key ids cannot make the gateway hammer the provider.
+The key set is fetched (or read) once at start and kept for as long as the provider's ``Cache-Control: max-age``
+says, at most ``KEYS_TTL`` seconds (at least ``REFRESH_AT_MOST_EVERY``). Once it is older, the next request that
+needs it starts a fetch in the background and is checked with the keys already held: a provider that is slow or
+hangs never delays a request whose key is known. A token naming a key id the set lacks (the provider rotated its
+keys) waits for a fetch, the one under way or a new one at most every ``REFRESH_AT_MOST_EVERY`` seconds, so that
+tokens with made-up key ids cannot make the gateway hammer the provider; only such a token (or any token, before
+the first fetch worked) ever waits for the provider, for at most ``FETCH_TIMEOUT`` seconds.
 
 A token that passed is remembered (``VerifiedTokens``) until its expiry: an agent sends the same token with each
 request, and checking it again costs ~100 µs of the event loop's CPU for nothing new (docs/benchmarks.md, *The
@@ -22,6 +26,7 @@ A token is never logged, stored or sent on: errors say why a token was refused, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -39,8 +44,8 @@ logger = logging.getLogger(__name__)
 ALGORITHMS = ("RS256", "ES256")
 """The signature algorithms accepted; ``none`` and HMAC (``HS*``) never are."""
 DEFAULT_LEEWAY = 30.0  # seconds of clock difference allowed on exp and nbf
-KEYS_TTL = 600.0  # seconds a fetched key set is used before it is fetched again
-REFRESH_AT_MOST_EVERY = 2.0  # seconds between two fetches caused by an unknown key id
+KEYS_TTL = 600.0  # seconds a fetched key set is used at most before it is fetched again (less if the provider says)
+REFRESH_AT_MOST_EVERY = 2.0  # seconds between two fetches: the shortest lifetime, and the pace of unknown key ids
 FETCH_TIMEOUT = 10.0
 MAX_PRINCIPAL = 256  # characters: a subject longer than this is not a usable principal
 MAX_REMEMBERED = 4096  # verified tokens remembered at once (the one used longest ago is forgotten first)
@@ -81,17 +86,19 @@ class TokenSettings:
 
     def metadata(self, base: str) -> dict[str, Any]:
         """The RFC 9728 document: the resource, its authorization servers (the issuer unless named), how tokens
-        are sent."""
+        are sent.
+
+        It never lists the operator's scope (``scopes_supported``): MCP clients ask their authorization server for
+        every scope the resource advertises when a 401 names none, so listing it would have every agent ask for the
+        operator's view, and get it wherever the provider grants what is asked. An operator asks for it by name.
+        """
         servers = list(self.authorization_servers or (self.issuer,))
-        document: dict[str, Any] = {
+        return {
             "resource": self.resource_for(base),
             "authorization_servers": servers,
             "bearer_methods_supported": ["header"],
             "resource_signing_alg_values_supported": list(ALGORITHMS),
         }
-        if self.operator_scope is not None:
-            document["scopes_supported"] = [self.operator_scope]
-        return document
 
 
 def token_settings(
@@ -176,15 +183,17 @@ def _keys(document: Any, source: str) -> dict[str | None, PyJWK]:
 
 class KeySet:
     """The identity provider's signing keys, fetched from ``--jwks-url`` or read from ``--jwks-file``, kept, and
-    fetched again when old or when a token names a key they lack."""
+    fetched again in the background when old, or at once (rate-limited) when a token names a key they lack."""
 
     def __init__(self, url: str | None, path: str | None) -> None:
         self._url = url
         self._path = path
         self._keys: dict[str | None, PyJWK] = {}
         self._fetched = float("-inf")  # when the keys were last fetched (monotonic)
-        self._tried = float("-inf")  # when a fetch was last tried, whether it worked or not
-        self._lock = asyncio.Lock()
+        self._lifetime = KEYS_TTL  # how long they are used before a fetch is started (the provider's max-age)
+        self._tried = float("-inf")  # when a fetch was last started, whether it worked or not
+        self._fetching: asyncio.Task[None] | None = None  # the fetch under way: one at a time
+        self._failure: KeySetUnavailable | None = None  # why the last fetch failed, if it did
 
     @property
     def source(self) -> str:
@@ -215,7 +224,6 @@ class KeySet:
         Raises:
             KeySetUnavailable: it cannot be had.
         """
-        self._tried = time.monotonic()
         if self._path is not None:
             await asyncio.to_thread(self.load_file)
             return
@@ -228,11 +236,34 @@ class KeySet:
                 if response.status != 200:
                     raise KeySetUnavailable(f"{self.source} answered HTTP {response.status}")
                 document = await response.json(content_type=None)
+                lifetime = max_age(response.headers.get("cache-control"))
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise KeySetUnavailable(f"cannot fetch {self.source}: {exc or type(exc).__name__}") from exc
         self._keys = _keys(document, self.source)
         self._fetched = time.monotonic()
+        self._lifetime = KEYS_TTL if lifetime is None else min(KEYS_TTL, max(lifetime, REFRESH_AT_MOST_EVERY))
         logger.info("fetched %s: %d signing key(s)", self.source, len(self._keys))
+
+    async def _fetch_logged(self) -> None:
+        """``_fetch``, its failure kept for the requests that wait for it and logged (never raised: it may run in
+        the background, with nobody to raise to)."""
+        try:
+            await self._fetch()
+        except KeySetUnavailable as exc:
+            self._failure = exc
+            if self._keys:
+                logger.warning("cannot refresh %s; using the keys fetched before: %s", self.source, exc)
+            else:
+                logger.warning("%s; tokens are refused until it can be fetched", exc)
+        else:
+            self._failure = None
+
+    def _refresh(self) -> asyncio.Task[None]:
+        """The fetch under way, or a new one started."""
+        if self._fetching is None or self._fetching.done():
+            self._tried = time.monotonic()
+            self._fetching = asyncio.get_running_loop().create_task(self._fetch_logged())
+        return self._fetching
 
     async def start(self) -> None:
         """Have the keys before the first request: a file must be readable; a URL is fetched if it can be (the
@@ -244,13 +275,20 @@ class KeySet:
         if self._path is not None:
             self.load_file()
             return
-        try:
-            await self._fetch()
-        except KeySetUnavailable as exc:
-            logger.warning("%s; tokens are refused until it can be fetched", exc)
+        await self._refresh()
+
+    async def close(self) -> None:
+        """Stop a fetch under way (the gateway is shutting down)."""
+        fetching, self._fetching = self._fetching, None
+        if fetching is not None and not fetching.done():
+            fetching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fetching
 
     async def key(self, kid: str | None, algorithm: str) -> PyJWK:
-        """The key that must have signed a token with key id ``kid`` and ``algorithm``.
+        """The key that must have signed a token with key id ``kid`` and ``algorithm``. A key the set holds is
+        returned at once (a set past its lifetime is fetched again in the background meanwhile); for any other,
+        the set is fetched first (the fetch under way, or a new one at most every ``REFRESH_AT_MOST_EVERY``).
 
         Raises:
             InvalidToken: no key of the set fits (after fetching the set again, at most every few seconds).
@@ -258,22 +296,20 @@ class KeySet:
         """
         now = time.monotonic()
         found = self._find(kid, algorithm)
-        stale = now - self._fetched > KEYS_TTL
-        if found is None or stale:
-            async with self._lock:
-                found = self._find(kid, algorithm)
-                now = time.monotonic()
-                if (found is None or now - self._fetched > KEYS_TTL) and now - self._tried >= REFRESH_AT_MOST_EVERY:
-                    try:
-                        await self._fetch()
-                    except KeySetUnavailable:
-                        if not self._keys:
-                            raise
-                        logger.warning("cannot refresh %s; using the keys fetched before", self.source)
-                    found = self._find(kid, algorithm)
+        if found is not None:
+            if now - self._fetched > self._lifetime and now - self._tried >= REFRESH_AT_MOST_EVERY:
+                self._refresh()  # in the background: the keys held serve this request and those meanwhile
+            return found
+        fetching = self._fetching
+        if (fetching is None or fetching.done()) and now - self._tried >= REFRESH_AT_MOST_EVERY:
+            fetching = self._refresh()
+        if fetching is not None and not fetching.done():
+            await asyncio.shield(fetching)  # a request that goes away does not stop the fetch others wait for
+        found = self._find(kid, algorithm)
         if found is None:
             if not self._keys:
-                raise KeySetUnavailable(f"{self.source} could not be fetched yet")
+                why = f": {self._failure}" if self._failure is not None else ""
+                raise KeySetUnavailable(f"{self.source} could not be fetched yet{why}")
             named = f"key id {kid!r}" if kid is not None else "no key id"
             raise InvalidToken(f"the token names {named}, which the identity provider's key set does not hold")
         return found
@@ -405,6 +441,19 @@ class TokenVerifier:
             if value == wanted or (isinstance(value, list) and wanted in value):
                 return True
         return False
+
+
+def max_age(cache_control: str | None) -> float | None:
+    """The ``max-age`` of a ``Cache-Control`` header in seconds (None: none, or ``no-store``/``no-cache``: 0)."""
+    if cache_control is None:
+        return None
+    for directive in cache_control.lower().split(","):
+        name, _, value = directive.strip().partition("=")
+        if name in ("no-store", "no-cache"):
+            return 0.0
+        if name == "max-age" and value.strip().strip('"').isdigit():
+            return float(value.strip().strip('"'))
+    return None
 
 
 def request_base(scheme: str, host: str | None, server: tuple[str, int] | None) -> str:

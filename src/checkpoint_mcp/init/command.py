@@ -120,7 +120,7 @@ def init(
     """
     import shutil
 
-    from checkpoint_mcp.init import files, plan, scopes, wrap
+    from checkpoint_mcp.init import files, pgpass, plan, scopes, wrap
 
     asked_client = client
     client = client or "claude-code"
@@ -159,6 +159,8 @@ def init(
         raise click.ClickException(str(exc)) from exc
     for line in plan.summary(result, dry_run=dry_run):
         click.echo(line, err=True)
+    for url in pgpass.unanswered((change.after for change in result.changes), os.environ):
+        click.echo(pgpass.note(url, os.environ), err=True)
     if asked_client is None:
         for line in _found(project, client):
             click.echo(line, err=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError
-from checkpoint_mcp.init import clients, gemini, wrap
+from checkpoint_mcp.init import clients, gemini, pgpass, wrap
 
 Shape = clients.StdioEntry | clients.HttpEntry
 
@@ -138,7 +138,7 @@ FORMATS: Final[dict[str, EntryFormat]] = {each.name: each for each in (STANDARD,
 
 def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
     """The (journal, workflow) pairs an entry that runs ``checkpoint`` writes to (relative paths are relative to
-    ``base``)."""
+    ``base``; a PostgreSQL URL as `init` writes it, without its password: ``pgpass.written``)."""
     from checkpoint_mcp.journal import default_workflow_id
     from checkpoint_mcp.session.journals import pair_options
 
@@ -147,15 +147,17 @@ def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
     pairs = []
     for spec in pair_options(strings):
         location = spec.location
-        if not location.startswith(("postgresql://", "postgres://")):
+        if location.startswith(pgpass.SCHEMES):
+            location = pgpass.written(location)
+        else:
             location = os.path.join(base, os.path.expanduser(location))
         pairs.append((location, spec.workflow or default_workflow_id(location)))
     return pairs
 
 
 def pairs_args(journals: Iterable[tuple[str, str]]) -> list[str]:
-    """``--journal J --workflow-id W`` for each pair."""
+    """``--journal J --workflow-id W`` for each pair (``wrap.journal_args``)."""
     args: list[str] = []
     for location, workflow in journals:
-        args += ["--journal", location, "--workflow-id", workflow]
+        args += wrap.journal_args(location, workflow)
     return args

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from checkpoint_mcp.init import pgpass
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
 
 CLIENT_VARIABLE: Final = "${"
@@ -95,11 +96,17 @@ class Wrapping:
     policy: str | None = None
 
     def proxy_args(self, workflow: str) -> list[str]:
-        args = [*self.launcher.prefix, "--journal", self.journal, "--workflow-id", workflow]
+        args = [*self.launcher.prefix, *journal_args(self.journal, workflow)]
         if self.policy is not None:
             args += ["--policy", self.policy]
         # The serverInfo name the client sees is the entry's own, not "checkpoint" for every wrapped server.
         return [*args, "--name", workflow]
+
+
+def journal_args(location: str, workflow: str) -> list[str]:
+    """``--journal J --workflow-id W``: the one place a journal becomes text in a file `init` writes, so a
+    PostgreSQL URL is written without its password (``pgpass.written``)."""
+    return ["--journal", pgpass.written(location), "--workflow-id", workflow]
 
 
 def holds_client_variable(word: str) -> bool:
@@ -200,7 +207,7 @@ def session_entry(
     if finds_project:
         return {"command": wrapping.launcher.command, "args": args}
     for location, workflow in journals:
-        args += ["--journal", location, "--workflow-id", workflow]
+        args += journal_args(location, workflow)
     return {"command": wrapping.launcher.command, "args": args, "env": {"CHECKPOINT_PROJECT_ROOT": project}}
 
 
@@ -209,7 +216,7 @@ def with_journals(entry: Mapping[str, Any], journals: Iterable[tuple[str, str]])
     (everything it had is kept)."""
     args = list(entry.get("args", []))
     for location, workflow in journals:
-        args += ["--journal", location, "--workflow-id", workflow]
+        args += journal_args(location, workflow)
     return {**entry, "args": args}
 
 

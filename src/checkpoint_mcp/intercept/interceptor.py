@@ -51,6 +51,7 @@ from checkpoint_mcp.intercept.messages import (
     valid_tools_call,
 )
 from checkpoint_mcp.intercept.policy import BUILT_IN, Approve, ToolRule
+from checkpoint_mcp.intercept.policy.annotations import hint_may_skip_journal
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
@@ -405,7 +406,7 @@ class Interceptor:
             read_only = self._results.read_only.get(name, False)
             policy = self._config.policy
             rule = policy.rule_for(name) if policy is not None else BUILT_IN
-            if not rule.journal or (self._config.trust_annotations and read_only):
+            if not rule.journal or (self._config.trust_annotations and read_only and hint_may_skip_journal(rule)):
                 return self._in_flight.track(Track.PLAIN, message.id, key=key), line
             else:
                 call = Call.of(message.id, params, rule, read_only, self.hello.get("clientInfo"))
@@ -417,6 +418,7 @@ class Interceptor:
                     on_divergence=self._config.on_divergence,
                     redact=self._config.redact_args,
                     session=self._session,
+                    tool_prefix=self._config.tool_prefix,
                 )
                 decision = decide(call, facts)
                 verdict: Verdict | Claimed

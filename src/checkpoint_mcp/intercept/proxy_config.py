@@ -30,3 +30,4 @@ class ProxyConfig(NamedTuple):
     relaxed_completions: bool = False  # outcomes committed without a sync (SQLite); PENDING rows always synced
     audit_key_env: str | None = None  # the variable holding the hash chain's key (--audit-key-env)
     policy: Policy | None = None  # --policy: the tool policies (None: every tool as without a policy)
+    tool_prefix: str = ""  # behind `serve --upstreams`: what the client sees before this upstream's tool names

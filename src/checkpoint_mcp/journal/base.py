@@ -240,6 +240,11 @@ class UnitOfWork(ABC):
         """The replica that reserved this PENDING call gives it up (its exchange broke): in doubt for everyone."""
 
     @abstractmethod
+    def withdraw(self, workflow: str, seq: int, outcome: str) -> None:
+        """A PENDING call that was never sent (reserved at claim, then its unit of work failed): FAILED with
+        ``outcome`` (at commit), and no longer counted towards a limit or budget."""
+
+    @abstractmethod
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
 

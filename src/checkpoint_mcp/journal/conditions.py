@@ -50,21 +50,24 @@ class UsesApproval(NamedTuple):
 
 
 class WithinLimit(NamedTuple):
-    """Fewer than ``calls`` calls of the tool counted in ``scope`` since ``since`` (the reservation counts this one)."""
+    """Fewer than ``calls`` calls of the tool counted in ``scope`` since ``since`` (the reservation counts this one).
+    ``tool``: the name the tool is counted by (None: the call's own; behind ``--upstreams``, the prefixed one)."""
 
     scope: str
     calls: int
     since: str
+    tool: str | None = None
 
 
 class WithinBudget(NamedTuple):
     """The amounts of the tool's calls counted in ``scope`` since ``since``, with this call's ``amount``, stay at or
-    under ``most`` (the reservation counts this one's)."""
+    under ``most`` (the reservation counts this one's). ``tool`` as for ``WithinLimit``."""
 
     scope: str
     amount: float
     most: float
     since: str
+    tool: str | None = None
 
 
 Condition = NoRepeat | UsesApproval | WithinLimit | WithinBudget

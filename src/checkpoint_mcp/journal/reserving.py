@@ -11,9 +11,15 @@ write transaction already excludes every other writer), so two replicas racing c
   moved to used with a compare-and-set, so one approval never runs two calls.
 * ``WithinLimit`` and ``WithinBudget``: the calls of the tool counted in the scope since the window's start
   (turns per scope and tool); the new call is counted (a ``metered`` row) in the same transaction, so a call in
-  flight counts and two racing calls cannot both pass a limit of one.
+  flight counts and two racing calls cannot both pass a limit of one. The rows of that scope and tool older than
+  the longest window of the call's conditions count for nothing any more: they are deleted as it is counted.
 
-The first condition that does not hold ends the transaction with nothing written (``Unmet``, with what was found).
+The first condition that does not hold ends the transaction, rolled back: nothing is written, whatever the
+conditions before it wrote (an approval used, old rows pruned), and the caller gets ``Unmet``, with what was found.
+
+A ``metered`` row counts a call that ran or is running; one that never ran stops counting: its row goes with a
+release of the call (``METERED_OF_CALL``: an operator's ``resolve --release`` of a call that had not completed, a
+policy's settlement that proves it did not happen) and with its withdrawal (reserved, then never sent).
 """
 
 from __future__ import annotations
@@ -50,6 +56,17 @@ _WINDOW = "FROM metered WHERE scope = ? AND tool = ? AND at >= ?"
 _COUNT = f"SELECT count(*) {_WINDOW}"
 _SUM = f"SELECT coalesce(sum(amount), 0) {_WINDOW}"
 _COUNTED = f"SELECT at, amount {_WINDOW} ORDER BY at"
+_PRUNE = "DELETE FROM metered WHERE scope = ? AND tool = ? AND at < ?"
+METERED_OF_CALL = "DELETE FROM metered WHERE workflow_id = ? AND seq = ?"
+"""Forget a call's ``metered`` rows: it never ran (released, or withdrawn)."""
+
+
+class _Refused(Exception):
+    """Raised inside the reservation's transaction to roll it back: ``unmet`` did not hold."""
+
+    def __init__(self, unmet: Unmet) -> None:
+        super().__init__()
+        self.unmet = unmet
 
 
 class Reserving:
@@ -63,12 +80,24 @@ class Reserving:
 
     def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
         """See ``Journal.reserve``."""
+        try:
+            return self._reserve(lineage, seq, call, conditions)
+        except _Refused as refused:
+            return refused.unmet
+
+    def _reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reserved:
+        """``reserve``, or ``_Refused`` raised out of its transaction (which rolls it back)."""
         workflow = lineage.head
+        windows: dict[tuple[str, str], str] = {}  # (scope, tool counted) -> the start of its longest window here
+        for condition in conditions:
+            if isinstance(condition, WithinLimit | WithinBudget):
+                counted = (condition.scope, condition.tool or call.tool)
+                windows[counted] = min(windows.get(counted, condition.since), condition.since)
         with self._sql.transaction():
             now = utc_now()
             events: list[Event] = []
             approval: int | None = None
-            metered: dict[str, float] = {}  # scope -> the amount this call adds there
+            metered: dict[tuple[str, str], float] = {}  # (scope, tool counted) -> the amount this call adds there
             for condition in conditions:
                 if isinstance(condition, NoRepeat):
                     unmet = self._no_repeat(lineage, call, condition, events)
@@ -76,15 +105,16 @@ class Reserving:
                     unmet, used = self._uses_approval(workflow, seq, condition, now, events)
                     approval = used if unmet is None else None
                 else:
-                    unmet = self._within(call.tool, condition)
+                    counted = (condition.scope, condition.tool or call.tool)
+                    unmet = self._within(counted, condition, windows.pop(counted, None))
                     if unmet is None:
                         amount = condition.amount if isinstance(condition, WithinBudget) else 0.0
-                        metered[condition.scope] = max(metered.get(condition.scope, 0.0), amount)
+                        metered[counted] = max(metered.get(counted, 0.0), amount)
                 if unmet is not None:
-                    return unmet
+                    raise _Refused(unmet)  # an approval used, or old rows pruned, before it are rolled back
             self._sql.execute(INSERT_CALL, insert_params(workflow, seq, call, now, self._sql.replica_id))
-            for scope, amount in metered.items():
-                self._sql.execute(INSERT_METERED, (scope, call.tool, now, amount, workflow, seq))
+            for (scope, tool), amount in metered.items():
+                self._sql.execute(INSERT_METERED, (scope, tool, now, amount, workflow, seq))
             detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)
             self._sql.link_txn([*events, Event(workflow, "reserved", seq, detail, now)])
         return Reserved(approval)
@@ -126,9 +156,16 @@ class Reserving:
         events.append(Event(workflow, APPROVAL_EVENT, seq, approval_detail(spent, "used", workflow=workflow), now))
         return None, newest.id
 
-    def _within(self, tool: str, condition: WithinLimit | WithinBudget) -> Unmet | None:
-        self._sql.take_turns("metered", condition.scope, tool)
-        window = (condition.scope, tool, condition.since)
+    def _within(
+        self, counted: tuple[str, str], condition: WithinLimit | WithinBudget, prune_before: str | None
+    ) -> Unmet | None:
+        """Whether the window holds room for this call (``prune_before``: first delete the rows older than that,
+        which no window of this call's counts)."""
+        scope, tool = counted
+        self._sql.take_turns("metered", scope, tool)
+        if prune_before is not None:
+            self._sql.execute(_PRUNE, (scope, tool, prune_before))
+        window = (scope, tool, condition.since)
         if isinstance(condition, WithinLimit):
             passes = int(self._one(_COUNT, window)[0]) < condition.calls
         else:

@@ -16,6 +16,7 @@ from checkpoint_mcp.journal import chain
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.records import CallRecord, CallState
+from checkpoint_mcp.journal.reserving import METERED_OF_CALL
 from checkpoint_mcp.journal.rows import COLUMNS, Statements
 from checkpoint_mcp.journal.rows import record as call_record
 
@@ -81,6 +82,7 @@ class Settlements:
                 changed = self._sql.execute(
                     f"DELETE FROM calls WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}", key
                 ).rowcount
+                self._sql.execute(METERED_OF_CALL, (workflow, seq))  # it did not happen: it counts no more
             else:
                 raise UsageError(f"a policy cannot settle a call as {action.value}")
             if int(changed) != 1:

@@ -36,7 +36,7 @@ from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
 from checkpoint_mcp.journal.principals import Principals
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
-from checkpoint_mcp.journal.reserving import Reserving
+from checkpoint_mcp.journal.reserving import METERED_OF_CALL, Reserving
 from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.settlements import Settlements
@@ -172,6 +172,10 @@ class _SqlUnit(UnitOfWork):
 
     def disown(self, workflow: str, seq: int) -> None:
         self._ops.append((_DISOWN_CALL, (workflow, seq), None))
+
+    def withdraw(self, workflow: str, seq: int, outcome: str) -> None:
+        self.finish(workflow, seq, CallState.FAILED, outcome)
+        self._ops.append((METERED_OF_CALL, (workflow, seq), None))
 
     def fork(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
@@ -541,6 +545,8 @@ class SqlJournal(Journal):
             now = utc_now()
             if action is ResolveAction.RELEASED:
                 self.execute("DELETE FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
+                if record.state is not CallState.COMPLETED:  # it runs again, and counts then: not twice
+                    self.execute(METERED_OF_CALL, (workflow, seq))
             else:
                 state = CallState.COMPLETED if action is ResolveAction.COMPLETED else CallState.FAILED
                 self.execute(

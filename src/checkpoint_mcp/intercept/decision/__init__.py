@@ -6,8 +6,8 @@
         ContinuationCheck(),  # a 2026-07-28 retry answering its first round's request for input goes on
         JournaledCheck(),     # the call's own place: replay, divergence (or a fork), in flight, in doubt, collected
         RepeatCheck(),        # a repeat by content, under the tool's repeat rule: replay, refuse, confirm, in doubt
-        LimitCheck(),         # the tool's limit: at most so many calls per rolling window
-        BudgetCheck(),        # the tool's budget: the amounts of its calls per rolling window
+        LimitCheck(),         # the tool's limit: at most so many calls per rolling window (metering.py)
+        BudgetCheck(),        # the tool's budget: the amounts of its calls per rolling window (metering.py)
         ApprovalCheck(),      # the tool's approve: a person's approval of this exact call, used once
     )
 
@@ -39,12 +39,11 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from checkpoint_mcp.intercept.decision.approval import ApprovalCheck
-from checkpoint_mcp.intercept.decision.budget import BudgetCheck
 from checkpoint_mcp.intercept.decision.call import Call
 from checkpoint_mcp.intercept.decision.continuation import ContinuationCheck
 from checkpoint_mcp.intercept.decision.facts import Facts
 from checkpoint_mcp.intercept.decision.journaled import JournaledCheck
-from checkpoint_mcp.intercept.decision.limit import LimitCheck
+from checkpoint_mcp.intercept.decision.metering import BudgetCheck, LimitCheck
 from checkpoint_mcp.intercept.decision.repeat import RepeatCheck
 from checkpoint_mcp.intercept.decision.verdicts import Fork, Note, Require, Step, Verdict
 from checkpoint_mcp.journal.conditions import Condition, Unmet

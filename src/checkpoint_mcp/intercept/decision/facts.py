@@ -36,8 +36,10 @@ class Facts:
         on_divergence: str = "strict",
         redact: bool = False,
         session: Session | None = None,
+        tool_prefix: str = "",
     ) -> None:
-        """Read where ``call`` goes (``Workflow.place``).
+        """Read where ``call`` goes (``Workflow.place``). ``tool_prefix``: what the client sees before the
+        upstream's tool names (``mail__`` behind `checkpoint serve --upstreams`), by which limits count them.
 
         Raises:
             InvalidCallParams: its key and sequence disagree, or no sequence is left.
@@ -50,6 +52,7 @@ class Facts:
         self.on_divergence = on_divergence
         self.redact = redact  # --redact-args-in-journal: arguments are not journaled, so not shown either
         self.session = session  # the client session the call comes from (None: requests of no session)
+        self.tool_prefix = tool_prefix
         self.place: Place = workflow.place(call, unit)
 
     @property

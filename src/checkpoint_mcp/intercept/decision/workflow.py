@@ -21,7 +21,7 @@ from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
 from checkpoint_mcp.intercept.policy import Repeat
 from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
-from checkpoint_mcp.journal.records import CallRecord, CallState
+from checkpoint_mcp.journal.records import CallRecord
 from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed
 from checkpoint_mcp.wire import dumps
 
@@ -238,7 +238,7 @@ class Workflow:
             return
         unit = self.journal.unit()
         refusal = JournalWriteFailed(workflow=claimed.workflow, seq=claimed.seq, tool=claimed.tool, cause="not sent")
-        unit.finish(claimed.workflow, claimed.seq, CallState.FAILED, dumps(refusal.to_error()))
+        unit.withdraw(claimed.workflow, claimed.seq, dumps(refusal.to_error()))
         with contextlib.suppress(JournalError):
             unit.commit()
 

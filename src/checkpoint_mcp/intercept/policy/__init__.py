@@ -1,7 +1,8 @@
 """Tool policies (`--policy FILE`): what a policy file may say (``grammar``), the frozen rules the proxy applies
-(``rules``), the JSON pointers they use (``pointer``), a call's identity for repeats (``identity``), and what
-`checkpoint policy check` prints (``report``). Data, checked once at start; nothing here runs at a call's time but
-``Policy.rule_for`` and the rules' own small methods.
+(``rules``), the JSON pointers they use (``pointer``), a call's identity for repeats (``identity``), what an
+upstream's annotations may decide where the policy is silent (``annotations``), and what `checkpoint policy check`
+prints (``report``). Data, checked once at start; nothing here runs at a call's time but ``Policy.rule_for`` and
+the rules' own small methods.
 
 May import: ``errors``, ``clock``, ``signature``; nothing else of the interceptor's room.
 """

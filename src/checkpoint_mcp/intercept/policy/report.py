@@ -8,6 +8,7 @@ from typing import Any
 
 from checkpoint_mcp.clock import duration_text
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.intercept.policy.annotations import hint_may_skip_journal
 from checkpoint_mcp.intercept.policy.rules import Policy, Repeat, ToolRule, WithinSession
 
 
@@ -50,7 +51,7 @@ def effective_rules(
 
 
 def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> dict[str, Any]:
-    journaled = rule.journal and not (trust_annotations and hinted)
+    journaled = rule.journal and not (trust_annotations and hinted and hint_may_skip_journal(rule))
     journal_why, repeat = _journal_and_repeat(rule, journaled, hinted)
     row: dict[str, Any] = {
         "tool": name,
@@ -81,8 +82,8 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
         "budget": None,
     }
     catches = journaled and rule.catches_repeats and not hinted
-    if journaled and not hinted:
-        row.update(_repeats_and_limits(rule))
+    if journaled:
+        row.update(_repeats_and_limits(rule, hinted))
     if catches and rule.identity is not None:
         row["identity"] = rule.identity.describe()
     if catches and rule.repeat is Repeat.CONFIRM:
@@ -174,10 +175,11 @@ def _journal_and_repeat(rule: ToolRule, journaled: bool, hinted: bool) -> tuple[
     return journal_why, f"repeat {rule.repeat.value}"
 
 
-def _repeats_and_limits(rule: ToolRule) -> dict[str, Any]:
-    """What a journaled tool's repeats get within a session and across sessions, and its limit and budget."""
+def _repeats_and_limits(rule: ToolRule, hinted: bool) -> dict[str, Any]:
+    """What a journaled tool's repeats get within a session and across sessions (none: it reads), and its limit and
+    budget (which count a tool that reads too)."""
     row: dict[str, Any] = {}
-    if not rule.read_only:
+    if not rule.read_only and not hinted:
         caught = rule.repeat is not Repeat.ALLOW and not rule.idempotent
         across = _CAUGHT[rule.repeat] if caught else "runs"
         row["acrossSessions"] = across

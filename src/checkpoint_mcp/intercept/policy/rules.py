@@ -10,7 +10,6 @@ policy (``BUILT_IN``).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -79,13 +78,6 @@ class Budget:
     most: float
     per_seconds: float
     scope: Scope = Scope.WORKFLOW
-
-    def amount(self, arguments: Mapping[str, Any]) -> float | None:
-        """The number at the pointer in ``arguments`` (None: missing, or not a finite number; a boolean is none)."""
-        value = resolve(arguments, self.tokens)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            return None
-        return float(value)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,11 @@ class ImageError(RuntimeError):
     """An image could not be made; the message carries the tool's output."""
 
 
+def tool(name: str) -> str | None:
+    """Where the command ``name`` is, on PATH or in the system folders apt puts debootstrap and haproxy in."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+
+
 def podman(
     *args: str, timeout: float = PODMAN_TIMEOUT, check: bool = True, stdin: IO[bytes] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -67,7 +72,7 @@ def podman(
     Raises:
         ImageError: podman is missing, or (``check``) exits non-zero.
     """
-    if shutil.which("podman") is None:
+    if tool("podman") is None:
         raise ImageError("podman is missing: apt-get install podman buildah runc debootstrap (scripts/test does it)")
     done = subprocess.run([*RUNTIME, *args], stdin=stdin, capture_output=True, text=True, timeout=timeout, check=False)
     if check and done.returncode != 0:
@@ -117,14 +122,15 @@ def ensure_base_image(log: Path | None = None) -> str:
     with locked("base-image.lock", BASE_TIMEOUT + PODMAN_TIMEOUT):
         if image_exists(BASE_IMAGE):
             return BASE_IMAGE
-        if shutil.which("debootstrap") is None:
+        debootstrap = tool("debootstrap")
+        if debootstrap is None:
             raise ImageError("debootstrap is missing: apt-get install debootstrap (scripts/test does it)")
         work = Path(tempfile.mkdtemp(prefix="base-", dir=STATE))
         try:
             target = work / "root"
             started = time.monotonic()
             made = subprocess.run(
-                [*shlex.split(BASE_RECIPE), str(target), DEBIAN_MIRROR],
+                [debootstrap, *shlex.split(BASE_RECIPE)[1:], str(target), DEBIAN_MIRROR],
                 capture_output=True,
                 text=True,
                 timeout=BASE_TIMEOUT,
@@ -360,11 +366,18 @@ def _note(log: Path | None, text: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``prepare``: the base image, then this run's image (``RUN_ENV``): scripts/test runs it in the background."""
-    if argv != ["prepare"]:
-        print("usage: python tests/containers.py prepare   (with CHECKPOINT_TEST_RUN_ID set)", file=sys.stderr)
+    """``prepare``: the base image, then this run's image (``RUN_ENV``), as scripts/test does in the background;
+    ``cleanup``: remove the run's images and containers once its image is no longer being built."""
+    if argv not in (["prepare"], ["cleanup"]):
+        print(
+            "usage: python tests/containers.py prepare|cleanup   (CHECKPOINT_TEST_RUN_ID names the run)",
+            file=sys.stderr,
+        )
         return 2
     try:
+        if argv == ["cleanup"]:
+            remove_run(run_id())
+            return 0
         image_for_run(run_id())
     except (ImageError, OSError, subprocess.SubprocessError) as exc:
         print(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ import compose_spec
 import pytest
 import yaml
 
-from containers import ROOT, Container, free_port
+from containers import ROOT, Container, free_port, tool
 from gatewayproc import GatewayProcess, request
 from pgserver import PASSWORD
 
@@ -190,7 +189,7 @@ def haproxy_config(folder: Path, port: int, replicas: list[GatewayProcess], *, s
 def through_haproxy(config: Path, port: int) -> tuple[str, list[tuple[int, str]]]:
     """Once HAProxy sends requests to both replicas: open a session through it, then send the session 8 pings; the
     replica that opened it, and each ping's (HTTP status, replica)."""
-    haproxy = shutil.which("haproxy")
+    haproxy = tool("haproxy")
     assert haproxy is not None, "haproxy is missing: apt-get install haproxy (scripts/test does it)"
     checked = subprocess.run([haproxy, "-c", "-f", str(config)], capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr

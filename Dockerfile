@@ -5,9 +5,9 @@
 #
 # BASE_IMAGE: any Debian-based image with python3 >= 3.11 and its venv module (no pip, curl or registry needed in
 # it). Both stages start from it, so the virtual environment's python is the runtime's. pip runs with the build's
-# own configuration: a builder behind a private index or a TLS-intercepting proxy mounts its pip.conf (and the CA
-# bundle it names) for the build, e.g. `podman build -v /etc/pip.conf:/etc/pip.conf:ro -v CA:CA:ro .`; nothing of it
-# is left in the image. docs/deploy.md has the details.
+# own configuration, never isolated from it: a builder behind a private index or a TLS-intercepting proxy gives the
+# build its pip.conf (and the CA bundle it names), e.g. `podman build -v /etc/pip.conf:/etc/pip.conf:ro -v CA:CA:ro .`
+# or `docker build --secret id=pip.conf,src=/etc/pip.conf .`; nothing of it is left in the image. docs/deploy.md.
 ARG BASE_IMAGE=docker.io/library/python:3.11-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
@@ -15,13 +15,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /build
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN python3 -m venv /opt/checkpoint \
+# pip reads /etc/pip.conf when the builder provides one: a bind mount (podman build -v), or a BuildKit secret
+# (docker build --secret id=pip.conf,src=… and, for the CA bundle it names as /etc/pip-ca.pem, id=pip-ca).
+RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf,required=false \
+    --mount=type=secret,id=pip-ca,target=/etc/pip-ca.pem,required=false \
+    python3 -m venv /opt/checkpoint \
  && /opt/checkpoint/bin/python -m pip install ".[postgres]" \
- && /opt/checkpoint/bin/checkpoint --version
-
-FROM ${BASE_IMAGE}
-RUN groupadd --gid 10001 checkpoint \
+ && /opt/checkpoint/bin/checkpoint --version \
+ && groupadd --gid 10001 checkpoint \
  && useradd --no-log-init --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin checkpoint
+
+# The runtime stage runs no command: what a builder mounts into RUN steps (its pip settings) never touches it.
+FROM ${BASE_IMAGE}
+COPY --from=build /etc/passwd /etc/group /etc/
 COPY --from=build /opt/checkpoint /opt/checkpoint
 COPY deploy/healthcheck.py /usr/local/bin/checkpoint-healthcheck
 # Nothing is written outside /tmp: no bytecode, HOME and the XDG directories under /tmp (a tmpfs or emptyDir).

@@ -350,9 +350,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_once(image: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run_once(image: str, *args: str, entrypoint: str | None = None) -> subprocess.CompletedProcess[str]:
     """``podman run --rm`` of ``image`` with ``args``, read-only, as the image's user; it ends on its own."""
-    flags = ("--rm", "--label", f"{RUN_LABEL}={run_id()}", *RUN_FLAGS, "--read-only", "--tmpfs", "/tmp")
+    flags = ["--rm", "--label", f"{RUN_LABEL}={run_id()}", *RUN_FLAGS, "--read-only", "--tmpfs", "/tmp"]
+    if entrypoint is not None:
+        flags += ["--entrypoint", entrypoint]
     return podman("run", *flags, "--no-healthcheck", image, *args, check=False)
 
 

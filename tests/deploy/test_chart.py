@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +275,18 @@ def test_the_rendered_deployment_runs_in_the_image_as_a_kubelet_would_run_it(
     assert done_count(effects / "effects.jsonl") == 1
     assert PASSWORD not in logs
     assert TOKEN not in logs
+
+
+def test_every_value_of_the_chart_is_described_in_its_readme() -> None:
+    described = set(re.findall(r"`([A-Za-z][A-Za-z0-9.]*)`", (CHART / "README.md").read_text()))
+
+    def paths(values: dict[str, Any], prefix: str = "") -> list[str]:
+        found: list[str] = []
+        for key, value in values.items():
+            path = f"{prefix}{key}"
+            found += paths(value, f"{path}.") if isinstance(value, dict) and value else [path]
+        return found
+
+    for path in paths(yaml.safe_load((CHART / "values.yaml").read_text())):
+        parts = path.split(".")
+        assert any(".".join(parts[:n]) in described for n in range(1, len(parts) + 1)), f"{path} is not in README.md"

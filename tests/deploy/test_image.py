@@ -8,7 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from checkpoint_mcp.journal.records import CallState
-from containers import Container, free_port, podman, run_once
+from containers import BASE_IMAGE, Container, free_port, pip_settings, podman, run_once
 from gatewayproc import MODERN, initialize, modern_call, request
 from pgserver import PASSWORD
 
@@ -46,7 +46,7 @@ def gateway(image: str, data: Path, port: int, *args: str, env: dict[str, str] |
     )
 
 
-def test_the_image_runs_checkpoint_as_a_non_root_user_with_a_python_health_check(image: str) -> None:
+def test_the_image_runs_checkpoint_as_a_non_root_user_with_a_python_health_check(image: str, tmp_path: Path) -> None:
     [config] = json.loads(podman("image", "inspect", image).stdout)
     settings = config["Config"]
     assert settings["User"] == f"{IMAGE_USER}:{IMAGE_USER}"
@@ -55,6 +55,11 @@ def test_the_image_runs_checkpoint_as_a_non_root_user_with_a_python_health_check
     shown = run_once(image, "--version")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == f"checkpoint {version('checkpoint-mcp')}"
+    # Nothing of the build's pip settings, nor of what they named, is left in the image (beyond the base's own).
+    mounted = [volume.split(":")[1] for volume in pip_settings(tmp_path)[0][1::2]]
+    probe = f"import os; print([p for p in {mounted!r} if os.path.exists(p)])"
+    found = {name: run_once(name, "-c", probe, entrypoint="python3").stdout.strip() for name in (image, BASE_IMAGE)}
+    assert found[image] == found[BASE_IMAGE], found
     # The postgres extra is in: the driver imports on the read-only root (no bytecode written beside it).
     probe = run_once(image, "journal", "ls", "--journal", "postgresql://nobody@127.0.0.1:1/none")
     assert "psycopg" not in probe.stderr

@@ -52,6 +52,7 @@ RUN_FLAGS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--n
 BASE_TIMEOUT = 900.0  # debootstrap fetches ~100 packages: minutes on a slow mirror
 BUILD_TIMEOUT = 900.0  # pip installs the package and its dependencies from the index
 PODMAN_TIMEOUT = 120.0
+IMAGE_TIMEOUT = BASE_TIMEOUT + BUILD_TIMEOUT + 2 * PODMAN_TIMEOUT  # the longest a test waits for this run's image
 PATH_SETTINGS = ("cert", "client-cert", "find-links", "constraint", "requirement", "index-url", "extra-index-url")
 
 
@@ -220,7 +221,7 @@ def image_for_run(run: str, log: Path | None = None) -> str:
         ImageError: the base image or the build failed.
     """
     name = f"{IMAGE_REPOSITORY}:{run}"
-    with locked(f"run-{run}.lock", BASE_TIMEOUT + BUILD_TIMEOUT):
+    with locked(f"run-{run}.lock", IMAGE_TIMEOUT):
         if image_exists(name):
             return name
         base = ensure_base_image(log)
@@ -268,7 +269,7 @@ def remove_run(run: str) -> None:
     lock = STATE / f"run-{run}.lock"
     if not lock.exists():
         return
-    with locked(lock.name, BASE_TIMEOUT + BUILD_TIMEOUT):
+    with locked(lock.name, IMAGE_TIMEOUT):
         for kind in ("container", "image"):
             listed = podman(kind, "ls", "--all", "--quiet", "--filter", f"label={RUN_LABEL}={run}", check=False)
             ids = listed.stdout.split()

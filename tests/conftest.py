@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: the journal backend under test, and a real PostgreSQL server.
+"""Fixtures shared by the whole suite: the journal backend under test, a real PostgreSQL server, and the cleanup of
+the container images a run made (``containers.py``).
 
 ``CHECKPOINT_TEST_JOURNAL=postgres`` runs every backend-generic journal and proxy test against PostgreSQL
 instead of SQLite (the default), as dbos-transact-py's suite flips databases. The PostgreSQL server is started
@@ -14,12 +15,25 @@ from pathlib import Path
 
 import pytest
 
+import containers
 from checkpoint_mcp.journal import default_workflow_id
 from pgserver import PgServer
 
 BACKEND = os.environ.get("CHECKPOINT_TEST_JOURNAL", "sqlite")
 if BACKEND not in ("sqlite", "postgres"):
     raise pytest.UsageError(f"CHECKPOINT_TEST_JOURNAL must be sqlite or postgres, not {BACKEND!r}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Name this test run (its workers inherit the name), for the images and containers it may make."""
+    if not hasattr(config, "workerinput"):
+        containers.run_id()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the run's images and containers (the deploy tests'), once, in the process that started the run."""
+    if not hasattr(session.config, "workerinput"):
+        containers.remove_run(containers.run_id())
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support import DEFAULT_TIMEOUT, checkpoint_argv, server_cmd
+from support import DEFAULT_TIMEOUT, checkpoint_argv, server_cmd, wait_until
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 
@@ -181,3 +181,10 @@ def modern_call(ident: Any, tool: str, arguments: dict[str, Any], **meta: Any) -
 
 
 MODERN = {"MCP-Protocol-Version": "2026-07-28"}
+
+
+def pages_url(gateway: GatewayProcess, url_file: Path) -> str:
+    """The journal's pages' URL, with its token, from the ``--ui-url-file`` the gateway was given (read once it has
+    announced its pages on stderr, so never a file an earlier gateway left)."""
+    wait_until(lambda: "the journal's pages at" in gateway.stderr, what="the gateway to announce its pages")
+    return url_file.read_text(encoding="utf-8").strip()

@@ -20,12 +20,16 @@ PING = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
 CHUNK_PAUSE = 0.5  # seconds a chunked upload waits for an early answer before its next chunk
 
 
-def test_without_the_token_every_request_is_refused_with_401(tmp_path: Path) -> None:
+def test_without_the_token_every_request_but_the_health_check_is_refused_with_401(tmp_path: Path) -> None:
     with effects_gateway(tmp_path, "--auth-token-env", "GW_TOKEN", env={"GW_TOKEN": TOKEN}) as gateway:
-        for method, path in [("POST", "/mcp"), ("GET", "/healthz"), ("GET", "/metrics"), ("GET", "/w/x/mcp")]:
+        for method, path in [("POST", "/mcp"), ("GET", "/metrics"), ("GET", "/w/x/mcp"), ("GET", "/ui/")]:
             reply = request(gateway.port, method, path, PING if method == "POST" else None)
             assert reply.status == 401, (method, path)
             assert reply.headers["www-authenticate"].startswith("Bearer")
+        # A probe holds no token: /healthz answers it, with the status alone (what failed is the operator's).
+        health = request(gateway.port, "GET", "/healthz")
+        assert health.status == 200
+        assert health.json() == {"status": "ok"}
         assert request(gateway.port, "GET", "/healthz", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
         session = initialize(gateway.port, headers={"Authorization": f"Bearer {TOKEN}"})
         assert session

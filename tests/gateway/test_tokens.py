@@ -90,9 +90,10 @@ def test_every_bad_token_is_refused_with_401_and_the_metadata_pointer_and_a_good
             "resource_signing_alg_values_supported": ["RS256", "ES256"],
         }
         assert request(gw.port, "GET", "/.well-known/oauth-protected-resource/mcp").json()["resource"] == AUDIENCE
-        # Health and metrics need a token too.
-        assert request(gw.port, "GET", "/healthz").status == 401
+        # Health answers a probe without a token, with the status alone; metrics need one.
+        assert request(gw.port, "GET", "/healthz").json() == {"status": "ok"}
         assert request(gw.port, "GET", "/healthz", headers=bearer(rsa_key.token())).status == 200
+        assert request(gw.port, "GET", "/metrics").status == 401
         gw.terminate()
         log = gw.stderr
     assert done_count(effects) == 1

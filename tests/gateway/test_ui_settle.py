@@ -18,13 +18,14 @@ from pathlib import Path
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.records import CallState
-from gatewayproc import MODERN, GatewayProcess, modern_call, request
+from gatewayproc import MODERN, GatewayProcess, modern_call, pages_url, request
 from ledger import POLICY, ledger, verified
 
 from support import ProxyProcess, journal_states, server_cmd, wait_until
 
 MAIL = {"to": "bob@example.com", "subject": "Your invoice"}
 MODERN_META = "io.modelcontextprotocol/protocolVersion"
+PAGES = "pages.url"  # --ui-url-file: where each gateway writes its pages' URL with the token
 
 
 def crashed_mail(journal: str, tmp_path: Path, policy: Path) -> None:
@@ -37,13 +38,6 @@ def crashed_mail(journal: str, tmp_path: Path, policy: Path) -> None:
         crashed.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
         assert crashed.proc.wait(20) == -9
     assert journal_states(journal, "orders") == {1: CallState.PENDING}
-
-
-def pages_url(gateway: GatewayProcess) -> str:
-    """The pages' URL as `checkpoint serve` printed it."""
-    marker = "the journal's pages at "
-    wait_until(lambda: marker in gateway.stderr)
-    return gateway.stderr.split(marker, 1)[1].split("\n", 1)[0].strip()
 
 
 class Operator:
@@ -81,7 +75,10 @@ class Operator:
 
 def policy_gateway(tmp_path: Path, journal: str, policy: Path) -> GatewayProcess:
     upstream = ("--upstream-cmd", server_cmd("ledger_server.py"))
-    return GatewayProcess(*upstream, "--journal", journal, "--policy", str(policy), env={"LEDGER_DIR": str(tmp_path)})
+    pages = ("--ui-url-file", str(tmp_path / PAGES))
+    return GatewayProcess(
+        *upstream, "--journal", journal, "--policy", str(policy), *pages, env={"LEDGER_DIR": str(tmp_path)}
+    )
 
 
 def test_serve_s_pages_settle_an_in_doubt_mail_by_the_probe_a_dry_run_first(tmp_path: Path) -> None:
@@ -91,7 +88,7 @@ def test_serve_s_pages_settle_an_in_doubt_mail_by_the_probe_a_dry_run_first(tmp_
     crashed_mail(journal, tmp_path, policy)
 
     with policy_gateway(tmp_path, journal, policy) as gateway:
-        operator = Operator(pages_url(gateway))
+        operator = Operator(pages_url(gateway, tmp_path / PAGES))
         page = operator.get("call?workflow=orders&seq=1")
         assert "Settle it by the tool policy" in page
 
@@ -128,7 +125,7 @@ def test_once_the_gateway_serves_the_workflow_it_owns_it_and_the_pages_refuse_as
     crashed_mail(journal, tmp_path, policy)
 
     with policy_gateway(tmp_path, journal, policy) as gateway:
-        operator = Operator(pages_url(gateway))
+        operator = Operator(pages_url(gateway, tmp_path / PAGES))
         page = operator.get("call?workflow=orders&seq=1")
         hello = {
             "jsonrpc": "2.0",
@@ -156,8 +153,9 @@ def test_serve_without_a_policy_offers_no_settle_action(tmp_path: Path) -> None:
     policy.write_text(POLICY.format(probe="list_outbox"))
     crashed_mail(journal, tmp_path, policy)
     upstream = ("--upstream-cmd", server_cmd("ledger_server.py"))
-    with GatewayProcess(*upstream, "--journal", journal, env={"LEDGER_DIR": str(tmp_path)}) as gateway:
-        page = Operator(pages_url(gateway)).get("call?workflow=orders&seq=1")
+    pages = ("--ui-url-file", str(tmp_path / PAGES))
+    with GatewayProcess(*upstream, "--journal", journal, *pages, env={"LEDGER_DIR": str(tmp_path)}) as gateway:
+        page = Operator(pages_url(gateway, tmp_path / PAGES)).get("call?workflow=orders&seq=1")
         assert 'id="resolve-completed"' in page
         assert 'id="settle"' not in page
 
@@ -172,7 +170,8 @@ def test_on_postgresql_a_live_replica_s_pages_settle_the_call_a_killed_replica_l
     upstream = ("--upstream-cmd", server_cmd("ledger_server.py"), "--journal", pg_url, "--policy", str(policy))
     env = {"LEDGER_DIR": str(tmp_path)}
     trigger = {**env, "CHECKPOINT_DEBUG_TRIGGER": "after_upstream_reply"}
-    with GatewayProcess(*upstream, env=env) as survivor, GatewayProcess(*upstream, env=trigger) as victim:
+    pages = ("--ui-url-file", str(tmp_path / PAGES))
+    with GatewayProcess(*upstream, *pages, env=env) as survivor, GatewayProcess(*upstream, env=trigger) as victim:
         call = modern_call(1, "send_email", MAIL, checkpoint_seq=1)
         with contextlib.suppress(OSError):
             request(victim.port, "POST", "/w/orders/mcp", call, MODERN)
@@ -181,7 +180,7 @@ def test_on_postgresql_a_live_replica_s_pages_settle_the_call_a_killed_replica_l
         served = request(survivor.port, "POST", "/w/orders/mcp", modern_call(2, "list_outbox", MAIL), MODERN)
         assert served.status == 200, served.body  # the survivor serves the workflow meanwhile
 
-        operator = Operator(pages_url(survivor))
+        operator = Operator(pages_url(survivor, tmp_path / PAGES))
         page = operator.get("call?workflow=orders&seq=1")
         deadline = time.monotonic() + 30
         while True:  # until the dead replica's liveness lock is gone, its call is in flight, not in doubt
@@ -215,9 +214,10 @@ def test_a_settle_held_at_its_probe_and_at_its_journal_write_never_stops_the_gat
         reply = request(gateway.port, "POST", "/w/other/mcp", ping, MODERN, timeout=3.0)
         return reply.status == 200 and reply.message()["result"] == {}
 
-    with GatewayProcess(*upstream, env=env) as gateway, concurrent.futures.ThreadPoolExecutor(1) as pool:
+    pages = ("--ui-url-file", str(tmp_path / PAGES))
+    with GatewayProcess(*upstream, *pages, env=env) as gateway, concurrent.futures.ThreadPoolExecutor(1) as pool:
         assert answered_at_once()  # the other workflow's upstream runs before the settle starts
-        operator = Operator(pages_url(gateway))
+        operator = Operator(pages_url(gateway, tmp_path / PAGES))
         page = operator.get("call?workflow=orders&seq=1")
         settling = pool.submit(operator.settle, page)
         wait_until(lambda: Path(f"{gate}.asked").exists(), what="the settle's probe")

@@ -194,11 +194,19 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
     "--listen",
     default="127.0.0.1:8808",
     show_default=True,
+    envvar="CHECKPOINT_SERVE_LISTEN",
+    show_envvar=True,
     metavar="HOST:PORT",
     help="Address to listen on (port 0: any free port). A non-loopback address needs --auth-token-env or --no-auth.",
 )
 @upstream_options
-@click.option("--journal", metavar="PATH_OR_URL", help="SQLite journal file, or a postgresql:// URL.")
+@click.option(
+    "--journal",
+    envvar="CHECKPOINT_SERVE_JOURNAL",
+    show_envvar=True,
+    metavar="PATH_OR_URL",
+    help="SQLite journal file, or a postgresql:// URL (a URL with a password belongs in the variable, not in argv).",
+)
 @click.option(
     "--workflow-id", metavar="ID", help="Workflow of /mcp. Default: the journal's path (URL without password)."
 )
@@ -220,9 +228,17 @@ def _proxy_config(options: dict[str, Any]) -> ProxyConfig:
 @click.option(
     "--auth-token-env",
     metavar="VAR",
-    help="Require 'Authorization: Bearer <token>' on every request; the token is read from environment variable VAR.",
+    help="Require 'Authorization: Bearer <token>' on every request but /healthz; the token is read from environment "
+    "variable VAR.",
 )
 @click.option("--no-auth", is_flag=True, help="Accept unauthenticated requests on a non-loopback address.")
+@click.option(
+    "--ui-url-file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the journal's pages' URL, with its fresh token, to FILE (mode 0600). The token is shown on stderr "
+    "only when stderr is a terminal, never in a log.",
+)
 @click.option(
     "--allowed-origin",
     "allowed_origins",
@@ -311,7 +327,7 @@ def serve(**options: Any) -> None:
     Point MCP clients at http://HOST:PORT/mcp (the default workflow) or http://HOST:PORT/w/WORKFLOW/mcp (one
     workflow per run) instead of the real server: every tools/call is journaled as by the stdio proxy. Both
     protocol eras are served (sessions with Mcp-Session-Id, and stateless 2026-07-28). GET /healthz says whether
-    the journal and the upstream are reachable; GET /metrics is Prometheus text.
+    the journal and the upstream are reachable (to anyone: probes hold no token); GET /metrics is Prometheus text.
     """
     configure_logging(options["log_level"])
     from checkpoint_mcp.gateway.config import GatewayConfig, auth_token, parse_listen
@@ -349,6 +365,7 @@ def serve(**options: Any) -> None:
         tls_key=options["tls_key"],
         idle_timeout=options["idle_timeout"],
         join_timeout=options["join_timeout"],
+        ui_url_file=options["ui_url_file"],
     )
     from checkpoint_mcp.gateway.runner import run_gateway
 

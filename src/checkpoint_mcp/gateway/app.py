@@ -5,7 +5,8 @@ Extra apps (the operator's pages, ``ui``) are mounted through ``mounts``: ``buil
 a mounted app authenticates its own requests (a browser cannot send a bearer header: the operator's pages take
 the gateway's token in their URL, then in a cookie), so the bearer guard lets their paths through.
 With an identity provider (``verifier``), ``/.well-known/oauth-protected-resource`` (RFC 9728) is served to anyone,
-and ``/metrics`` (which names every principal) only to an operator's token.
+and ``/metrics`` (which names every principal) only to an operator's token. ``/healthz`` is served to anyone (the
+probes of a platform hold no token); behind a token it says only ok or unavailable, without what failed.
 Guards, outermost first: Origin/Host (DNS rebinding), bearer token (the shared one of ``--auth-token-env``, or the
 identity provider's tokens, then the operator's role for ``/metrics``), body limit; all pure ASGI. Behind them,
 ``McpRoutes`` hands the two MCP routes straight to the endpoint, and everything else to the Starlette app (its
@@ -15,6 +16,7 @@ router, its error pages, its lifespan): the hot path costs no Starlette routing 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,6 +42,9 @@ from checkpoint_mcp.gateway.security import (
 from checkpoint_mcp.gateway.sessions import Gateway
 from checkpoint_mcp.gateway.tokens import METADATA_PATH, TokenVerifier
 
+logger = logging.getLogger(__name__)
+
+HEALTH_PATH = "/healthz"  # served to anyone: its status code is what probes read
 MCP_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})  # those the Starlette routes below let through
 
 
@@ -75,9 +80,21 @@ def build_app(
     endpoint = McpEndpoint(gateway)
     config = gateway.config
 
+    # /healthz answers without a token: a probe (a kubelet, a load balancer, a container's health check) has none.
+    # Behind a token, what failed (names, addresses, error texts) is the operator's to read, in the log.
+    detailed = verifier is None and config.auth_token is None
+
+    was_ok = [True]
+
     async def healthz(request: Request) -> Response:
         ok, report = gateway.health()
-        body = json.dumps({"status": "ok" if ok else "unavailable", **report})
+        if ok != was_ok[0]:  # once per change, not once per probe
+            was_ok[0] = ok
+            if ok:
+                logger.warning("healthy again: %s", json.dumps(report))
+            else:
+                logger.warning("unhealthy (/healthz answers 503): %s", json.dumps(report))
+        body = json.dumps({"status": "ok" if ok else "unavailable", **(report if detailed else {})})
         return Response(body, status_code=200 if ok else 503, media_type="application/json")
 
     async def resource_metadata(request: Request) -> Response:
@@ -92,7 +109,7 @@ def build_app(
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
         Route("/w/{workflow:str}/mcp", endpoint, methods=["GET", "POST", "DELETE"]),
-        Route("/healthz", healthz, methods=["GET"]),
+        Route(HEALTH_PATH, healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
     if verifier is not None:
@@ -112,7 +129,7 @@ def build_app(
     app = BodyLimit(app, limit=config.max_body)
     if verifier is not None:
         app = OperatorOnly(app, verifier, paths=("/metrics",))
-        app = TokenAuth(app, verifier, exempt=(METADATA_PATH, *(mounts or ())))
+        app = TokenAuth(app, verifier, exempt=(METADATA_PATH, HEALTH_PATH, *(mounts or ())))
     elif config.auth_token is not None:
-        app = BearerAuth(app, token=config.auth_token, exempt=tuple(mounts or ()))
+        app = BearerAuth(app, token=config.auth_token, exempt=(HEALTH_PATH, *(mounts or ())))
     return OriginGuard(app, loopback=config.loopback, allowed_origins=config.allowed_origins)

@@ -34,6 +34,7 @@ class GatewayConfig(NamedTuple):
     join_timeout: float = DEFAULT_JOIN_TIMEOUT
     tokens: TokenSettings | None = None  # --issuer …: tokens from an identity provider, one principal each
     upstreams: tuple[UpstreamSpec, ...] = ()  # --upstreams FILE: many upstreams behind one endpoint (federation)
+    ui_url_file: str | None = None  # --ui-url-file: where the pages' URL with its fresh token goes (mode 0600)
 
     @property
     def loopback(self) -> bool:

@@ -4,16 +4,19 @@ On SIGTERM or SIGINT the listener stops accepting, the GET streams end, requests
 (journaled) for up to ``DRAIN_SECONDS``, then every upstream is closed, and the exit code is 128 + the signal
 (as the stdio proxy's); a second SIGINT cuts the wait short.
 The address actually bound is written to stderr as ``checkpoint serve: listening on URL`` (``--listen …:0``
-picks a free port).
+picks a free port), and where the journal's pages are: a fresh token for them goes to ``--ui-url-file`` or a
+terminal, never into a log (``announce_pages``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+import tempfile
 from contextlib import ExitStack
 from typing import Any
 
@@ -160,9 +163,9 @@ async def _serve(
                 shown = f"[{host}]" if ":" in host else host
                 sys.stderr.write(f"checkpoint serve: listening on {scheme}://{shown}:{port}/mcp\n")
                 if ui_token is not None:
-                    # The URL carries the token only when it is a fresh one; the operator knows --auth-token-env's.
-                    query = "" if config.auth_token and verifier is None else f"?{TOKEN_PARAMETER}={ui_token}"
-                    sys.stderr.write(f"checkpoint serve: the journal's pages at {scheme}://{shown}:{port}/ui/{query}\n")
+                    # A fresh token opens the pages; the operator knows --auth-token-env's, which is never shown.
+                    fresh = ui_token if not (config.auth_token and verifier is None) else None
+                    sys.stderr.write(announce_pages(f"{scheme}://{shown}:{port}/ui/", fresh, config.ui_url_file))
                 sys.stderr.flush()
     stopped = asyncio.ensure_future(gateway.stopped.wait())
     await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -173,6 +176,43 @@ async def _serve(
     await task
     if verifier is not None:
         await verifier.keys.close()  # a background fetch of the key set that hangs does not hold up the exit
+
+
+def announce_pages(url: str, token: str | None, url_file: str | None) -> str:
+    """The line that tells where the journal's pages are, for stderr; ``token``: a fresh one the URL must carry
+    (None: they take ``--auth-token-env``'s, which the operator knows and is never shown).
+
+    A token is a secret and stderr is usually a log (a container's, a service manager's): the URL with its token is
+    written to ``url_file`` (``--ui-url-file``, mode 0600) and shown on stderr only when stderr is a terminal, where
+    a person reads it; otherwise the line says where to find it.
+    """
+    full = url if token is None else f"{url}?{TOKEN_PARAMETER}={token}"
+    if url_file is not None:
+        try:
+            write_private(url_file, full + "\n")
+        except OSError as exc:
+            logger.error("cannot write --ui-url-file %s: %s", url_file, exc)
+    if token is None or sys.stderr.isatty():
+        return f"checkpoint serve: the journal's pages at {full}\n"
+    where = f"its token is in {url_file}" if url_file is not None else "give --ui-url-file FILE for the token"
+    return f"checkpoint serve: the journal's pages at {url} ({where}; a token is never logged)\n"
+
+
+def write_private(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``, readable by this user alone (0600 from its creation: mkstemp's mode).
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
 
 
 def server_settings() -> dict[str, Any]:
@@ -201,8 +241,11 @@ def run_gateway(config: GatewayConfig, settle: SettleAction | None = None) -> in
     Raises:
         JournalError: the journal cannot be opened.
         KeySetUnavailable: ``--jwks-file`` cannot be read.
-        UsageError: an upstream of ``--upstreams`` lists a name too long to prefix.
+        UsageError: an upstream of ``--upstreams`` lists a name too long to prefix; ``--ui-url-file``'s folder
+            cannot be written.
     """
+    if config.ui_url_file is not None and not os.access(os.path.dirname(config.ui_url_file) or ".", os.W_OK):
+        raise UsageError(f"--ui-url-file {config.ui_url_file}: its folder does not exist or cannot be written")
     verifier = TokenVerifier(config.tokens) if config.tokens is not None else None
     if verifier is not None and config.tokens is not None and config.tokens.jwks_file is not None:
         verifier.keys.load_file()  # a key file that cannot be read is an error now, not at the first request

@@ -86,8 +86,6 @@ LONG_MODULES: dict[str, str] = {
     "decision/",
     "journal/sql.py": "every statement the journal runs, in the SQL both databases accept: the unit of work and the "
     "store that writes its batches",
-    "journal/postgres.py": "what PostgreSQL alone does: its connection and its recovery, advisory locks, replicas' "
-    "sequences, pipelined commits",
     "refusals.py": "the wire contract: every code, its table, and each refusal's message, read side by side",
 }
 

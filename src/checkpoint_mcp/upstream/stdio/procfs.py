@@ -69,15 +69,16 @@ def children(pid: int) -> list[int] | None:
 
 def process_stats() -> Iterator[tuple[int, list[bytes]]]:
     """Every process's pid and the fields of its ``/proc/PID/stat`` after the command name (state, ppid, pgrp, …)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        yield int(entry.name), stat[stat.rfind(b")") + 2 :].split()
+    with os.scandir("/proc") as entries:  # closed even when the caller stops early
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            yield int(entry.name), stat[stat.rfind(b")") + 2 :].split()
 
 
 def _parents() -> dict[int, list[int]]:

@@ -13,8 +13,8 @@ Lifecycle (every wait is bounded):
   rejects), then shut the upstream down (``Upstream.shutdown``), and answer what is left with ``Stopped``;
 * SIGTERM/SIGINT, before or during that drain: end it at once (answers that have arrived are journaled), give
   the upstream ``SIGNAL_GRACE_SECONDS`` to shut down, then kill it; a second signal kills it at once;
-* upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), clean
-  up what is left of it, exit non-zero;
+* upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), and
+  those the client sent within ``LATE_REQUEST_SECONDS``, clean up what is left of it, exit non-zero;
 * the proxy itself killed: a child upstream dies with us (see ``upstream.stdio.process.spawn``).
 
 The client's pipes are pumped by the loop or by threads, and signals reach the loop the platform's way
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0  # after the client leaves: how long answers to journaled calls in flight are awaited
 SIGNAL_GRACE_SECONDS = 1.0  # after SIGTERM/SIGINT: how long the upstream's graceful shutdown may take
 CLIENT_FLUSH_SECONDS = 2.0  # at exit: how long what we still owe the client may take to write
+LATE_REQUEST_SECONDS = 0.5  # after the upstream died: how long requests already on their way are still answered
 
 
 class Relay:
@@ -327,6 +328,13 @@ class Relay:
         status = await self._upstream.died()
         in_flight = self._interceptor.outstanding()
         self._write_client(self._interceptor.upstream_gone(status))
+        if not self._client_gone.is_set():
+            # What the client sent before it could know (in our pipe, or on its way from a reader thread) is
+            # answered too, rather than left to a client that waits for it.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LATE_REQUEST_SECONDS):
+                    await self._client_gone.wait()
+            self._write_client(self._interceptor.upstream_gone(status))
         await self._upstream.shutdown()
         if in_flight:
             logger.error(

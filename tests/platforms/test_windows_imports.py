@@ -48,6 +48,7 @@ for module, names in ((os, POSIX_OS), (signal, POSIX_SIGNAL), (select, ["epoll",
         if hasattr(module, name):
             delattr(module, name)
 signal.SIGBREAK = 21
+os.O_BINARY = 0x8000
 subprocess.CREATE_NEW_PROCESS_GROUP = 0x200
 subprocess.CREATE_NO_WINDOW = 0x8000000
 sys.platform = "win32"

@@ -15,7 +15,7 @@ import json
 import os
 
 from checkpoint_mcp.journal.base import OwnerInfo
-from checkpoint_mcp.platforms import locks
+from checkpoint_mcp.platforms import files, locks
 
 STARTING_UP = OwnerInfo(0, "?", "", "starting up")
 """What ``probe`` says of a lock held by a process that has not yet written who it is."""
@@ -45,7 +45,7 @@ def probe(path: str) -> OwnerInfo | None:
     """The live owner of the lock at ``path`` (``STARTING_UP`` while it has not written who it is), or None when
     nobody holds it or it does not exist; never creates or takes it."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | files.BINARY)
     except OSError:
         return None
     try:

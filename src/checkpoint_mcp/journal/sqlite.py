@@ -141,9 +141,9 @@ def _open_lock(path: str) -> int:
         OSError: it cannot be opened or created.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | files.BINARY, FILE_MODE)
     except FileExistsError:
-        return os.open(path, os.O_RDWR)
+        return os.open(path, os.O_RDWR | files.BINARY)
     files.restrict(fd, FILE_MODE)
     return fd
 

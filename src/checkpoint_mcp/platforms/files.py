@@ -101,6 +101,8 @@ def sync_folder(folder: str) -> None:
 
 
 if sys.platform == "win32":
+    BINARY: Final = os.O_BINARY
+    """For ``os.open``: Windows opens files in text mode (LF written as CRLF) unless told otherwise."""
 
     def _fchmod(fd: int, mode: int) -> None:
         pass  # not reached: HOST.modes is False on Windows
@@ -110,6 +112,9 @@ if sys.platform == "win32":
 
 else:
     import fcntl
+
+    BINARY: Final = 0
+    """For ``os.open``: POSIX has no text mode."""
 
     def _fchmod(fd: int, mode: int) -> None:
         os.fchmod(fd, mode)

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from checkpoint_mcp.platforms import paths
+from checkpoint_mcp.platforms import files, paths
 from checkpoint_mcp.platforms.host import HOST, Locks
 
 LOCK_OFFSET: Final = 1 << 20
@@ -82,8 +82,8 @@ def holding_folder(folder: str, *, exclusive: bool, environ: Mapping[str, str] =
         fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
     else:
         path = folder_lock_path(folder, environ)
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.makedirs(os.path.dirname(path), mode=files.FOLDER_MODE, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | files.BINARY, files.FILE_MODE)
     try:
         take(fd, exclusive=exclusive, wait=True)
         yield

@@ -152,7 +152,7 @@ def _atomic_write(path: str, data: bytes, *, point: str) -> None:
     folder = os.path.dirname(path)
     temp = os.path.join(folder, f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)  # not inherited: Python's default
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | files.BINARY, FILE_MODE)  # not inherited
         try:
             view = memoryview(data)
             while view:

@@ -1,15 +1,17 @@
 """Named debug triggers: crash tests kill the process at exact points, so they are deterministic.
 
 Set ``CHECKPOINT_DEBUG_TRIGGER`` to a comma-separated list of points, each optionally ``@N`` to fire on the
-N-th time the point is reached (default: the first). When a point fires, the process SIGKILLs itself: no
-``finally`` block, no atexit handler, no flush runs, exactly as if the machine had lost power at that line.
+N-th time the point is reached (default: the first). When a point fires, the process kills itself outright
+(SIGKILL; TerminateProcess on Windows): no ``finally`` block, no atexit handler, no flush runs, exactly as if the
+machine had lost power at that line.
 Unset (the normal case), ``trigger`` is a set lookup.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+
+from checkpoint_mcp.platforms.signals import die_now
 
 ENV_VAR = "CHECKPOINT_DEBUG_TRIGGER"
 
@@ -31,4 +33,4 @@ def trigger(point: str) -> None:
         return
     _armed[point] -= 1
     if _armed[point] <= 0:
-        os.kill(os.getpid(), signal.SIGKILL)
+        die_now()

@@ -170,7 +170,7 @@ def test_init_writes_no_database_password_into_a_project_and_the_proxy_still_rea
     file the project commits holds the password (the wrapped servers, the session server, the brief's hook name
     the URL without it), init names the line libpq's password file needs, and the proxy started from the
     project's file reaches the database once that line is there (and not before)."""
-    from checkpoint_mcp.journal.postgres import masked
+    from checkpoint_mcp.journal import without_password
     from pgserver import PASSWORD
 
     from support import journal_calls, server_cmd
@@ -206,7 +206,9 @@ def test_init_writes_no_database_password_into_a_project_and_the_proxy_still_rea
     written = (project / ".github" / "mcp.json").read_text() + (project / ".github" / "hooks").joinpath(
         "checkpoint-brief.json"
     ).read_text()
-    assert masked(pg_url) in written  # the journal (the user's and the project's) is named, without its password
+    assert (
+        without_password(pg_url) in written
+    )  # the journal (the user's and the project's) is named, without its password
     assert PASSWORD in user_file.read_text()  # the user's own file keeps what the user wrote
     database = pg_url.rsplit("/", 1)[1]
     port = pg_url.rsplit(":", 1)[1].split("/", maxsplit=1)[0]

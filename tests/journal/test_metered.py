@@ -4,6 +4,7 @@ are counted; a call that never ran (released, or withdrawn) counts no more."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,8 +57,13 @@ def test_rows_no_window_counts_any_more_are_pruned_as_a_call_is_counted(store: J
     for seq in (1, 2):
         assert store.reserve(lineage, seq, call(seq), [WithinLimit("journal", 10, LONG_AGO)]) == Reserved()
     assert metered(store) == [("wf", 1), ("wf", 2)]
-    # The next call's longest window (its budget's, 24 h here; its limit's is shorter) starts after them.
+    # The next call's longest window (its budget's, 24 h here; its limit's is shorter) starts after them: the
+    # journal keeps milliseconds, so wait for the clock to pass the second row's.
+    (newest,) = store.execute("SELECT max(at) FROM metered").fetchone()
     window = utc_now()
+    while window <= newest:
+        time.sleep(0.001)
+        window = utc_now()
     conditions = [WithinLimit("journal", 10, window), WithinBudget("journal", 1.0, 10.0, LONG_AGO)]
     assert store.reserve(lineage, 3, call(3), conditions) == Reserved()
     assert metered(store) == [("wf", 1), ("wf", 2), ("wf", 3)]  # the budget's window still counts them

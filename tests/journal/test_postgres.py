@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError
-from checkpoint_mcp.journal import default_workflow_id, open_journal
+from checkpoint_mcp.journal import default_workflow_id, open_journal, without_password
 from checkpoint_mcp.journal.conditions import NewCall
-from checkpoint_mcp.journal.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresJournal, masked
+from checkpoint_mcp.journal.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresJournal
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.refusals import IN_DOUBT, JOURNAL_WRITE_FAILED
 from checkpoint_mcp.signature import call_signature
@@ -54,7 +54,7 @@ def test_a_postgres_url_opens_a_postgres_journal_with_the_current_schema(pg_url:
     journal = open_journal(short)
     try:
         assert isinstance(journal, PostgresJournal)
-        assert journal.location == masked(short)
+        assert journal.location == without_password(short)
         assert PASSWORD not in journal.location
     finally:
         journal.close()
@@ -356,3 +356,45 @@ def test_a_connection_killed_under_a_pipelined_write_is_told_in_one_line_of_ours
     assert "psycopg" not in stderr
     assert PASSWORD not in stderr
     assert done_count(tmp_path / "effects.jsonl") == calls + 1
+
+
+def test_a_password_given_as_a_url_parameter_is_shown_nowhere(pg_server: PgServer, pg_url: str, tmp_path: Path) -> None:
+    """libpq takes ``?password=`` as well as ``user:PASSWORD@``: the journal's shown location, the default workflow
+    id (which the pages, the brief and every refusal name) and the proxy's errors carry neither."""
+    in_query = pg_url.replace(f":{PASSWORD}@", "@") + f"?password={PASSWORD}&connect_timeout=5"
+    journal = open_journal(in_query)
+    try:
+        assert PASSWORD not in journal.location
+        assert "connect_timeout=5" in journal.location
+    finally:
+        journal.close()
+    assert PASSWORD not in default_workflow_id(in_query)
+    with start(in_query, tmp_path) as p:
+        reply = p.call("send_email", {"to": "ann"})
+        assert p.close() == 0
+    assert PASSWORD not in json.dumps(reply)
+    gone = pg_server.url("no_such_database", password=False) + f"?password={PASSWORD}"
+    failed = subprocess.run(
+        ["checkpoint", "--journal", gone, "--upstream-cmd", "true"],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert failed.returncode != 0
+    assert b"no_such_database" in failed.stderr
+    assert PASSWORD.encode() not in failed.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://u:pw@db.internal:5433/journal", "postgresql://u@db.internal:5433/journal"),
+        ("postgresql://u:pw@[::1]:5433/journal", "postgresql://u@[::1]:5433/journal"),
+        ("postgresql://u@db/j?password=pw&sslmode=require", "postgresql://u@db/j?sslmode=require"),
+        ("postgresql://:pw@db/j", "postgresql://db/j"),
+        ("postgresql://db/j", "postgresql://db/j"),
+    ],
+)
+def test_a_journal_url_is_shown_without_its_password_wherever_it_was_given(given: str, shown: str) -> None:
+    assert without_password(given) == shown

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from checkpoint_mcp.journal.postgres import masked
+from checkpoint_mcp.journal import without_password
 from checkpoint_mcp.session import service
 from checkpoint_mcp.session.effects import TITLE
 from checkpoint_mcp.session.merge import SaveRequest
@@ -41,7 +41,11 @@ async def test_a_postgres_journal_in_mcp_json_is_read_without_any_other_configur
     assert not saved.is_error, text_of(saved)
     stored = json.loads((repo / ".claude-checkpoint").read_text())
     (position,) = stored["journals"]
-    assert (position["location"], position["workflow"], position["lastSeq"]) == (masked(pg_url), "order-1042", 1)
+    assert (position["location"], position["workflow"], position["lastSeq"]) == (
+        without_password(pg_url),
+        "order-1042",
+        1,
+    )
     journal_calls(
         pg_url, "order-1042", [("send_email", {"to": "bob"}, "COMPLETED"), ("charge_card", {"cents": 4200}, "PENDING")]
     )
@@ -59,7 +63,7 @@ async def test_a_postgres_journal_in_mcp_json_is_read_without_any_other_configur
     assert done.returncode == 0, done.stderr
     section = done.stdout.split(f"\n\n{TITLE}\n")[1]
     assert '- #3 `charge_card` `{"cents":4200}` — started ' in section
-    assert f"checkpoint journal resolve --journal {masked(pg_url)} order-1042 3 --completed" in section
+    assert f"checkpoint journal resolve --journal {without_password(pg_url)} order-1042 3 --completed" in section
     assert '- #2 `send_email` `{"to":"bob"}` ✓ ' in section
     assert "Before the checkpoint: 1 completed, 0 failed." in section
     assert PASSWORD not in done.stdout

@@ -1,6 +1,6 @@
 """Asking a project's servers for their tools, for `checkpoint init` (which may not import a transport itself).
 
-Each server is started (or reached) as its client would: a stdio entry by ``/bin/sh -c`` in its folder with the
+Each server is started (or reached) as its client would: a stdio entry by the platform's shell in its folder with the
 entry's ``env`` over ours; an HTTP entry at its URL with its headers. A client variable in any of these
 (``${VAR}``, ``${VAR:-default}``, ``${env:VAR}``, ``${workspaceFolder}``) is expanded from our environment the
 way the client would; one we cannot expand (an unset variable, a VS Code ``${input:…}``) means the server cannot
@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from checkpoint_mcp.errors import CheckpointError
 from checkpoint_mcp.init.clients import HttpEntry
 from checkpoint_mcp.init.policies import Listing, Server, ToolLister
+from checkpoint_mcp.platforms import commands
 
 _VARIABLE: Final = re.compile(r"\$\{([^}]*)\}")
 _NAME: Final = re.compile(r"(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
@@ -81,7 +81,7 @@ def _upstream(server: Server, environ: Mapping[str, str], timeout: float) -> Any
 
     argv = [expand(word, environ, workspace) for word in (server.shape.command, *server.shape.args)]
     env = {**environ, **{name: expand(value, environ, workspace) for name, value in server.env.items()}}
-    return ChildUpstream(spawn_quiet(shlex.join(argv), env, server.cwd))
+    return ChildUpstream(spawn_quiet(commands.join(argv), env, server.cwd))
 
 
 def expand(text: str, environ: Mapping[str, str], workspace: str) -> str:

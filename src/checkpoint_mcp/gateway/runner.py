@@ -35,6 +35,7 @@ from checkpoint_mcp.gateway.tokens import TokenVerifier
 from checkpoint_mcp.gateway.upstreams_file import MAX_LISTED_NAME, prefixed
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.platforms.commands import shell_name
 from checkpoint_mcp.telemetry import from_environ
 from checkpoint_mcp.ui.app import SettleAction
 from checkpoint_mcp.ui.app import create_app as create_ui_app
@@ -54,7 +55,7 @@ def stdio_upstreams(command: str, env: tuple[tuple[str, str], ...] = ()) -> Upst
         try:
             process = spawn(command, dict(env))
         except OSError as exc:
-            raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+            raise UpstreamError(f"cannot start the upstream with {shell_name()}: {exc}") from exc
         logger.info("upstream started (pid %d): %s", process.pid, command)
         return ChildUpstream(process)
 

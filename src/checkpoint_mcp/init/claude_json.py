@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError
+from checkpoint_mcp.platforms import paths
 
 FILE_NAME: Final = ".claude.json"
 CONFIG_DIR_ENV: Final = "CLAUDE_CONFIG_DIR"
@@ -51,9 +52,8 @@ def user_settings_path(environ: Mapping[str, str]) -> str:
 
 def user_journal_folder(environ: Mapping[str, str]) -> str:
     """The folder of the user-scope servers' journals: ``$XDG_DATA_HOME/checkpoint``, else
-    ``~/.local/share/checkpoint``."""
-    data = environ.get("XDG_DATA_HOME") or os.path.join(home(environ), ".local", "share")
-    return os.path.join(data, "checkpoint")
+    ``~/.local/share/checkpoint`` (macOS and Windows: their own folder, ``platforms.paths``)."""
+    return paths.user_data(environ)
 
 
 def user_journal(server: str, environ: Mapping[str, str]) -> str:

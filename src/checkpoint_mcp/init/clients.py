@@ -36,12 +36,12 @@ A server entry is either *stdio* (``command``, ``args``, ``env``) or *HTTP* (``u
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError
+from checkpoint_mcp.platforms.host import HOST
 
 CLAUDE_CODE: Final = "claude-code"
 CURSOR: Final = "cursor"
@@ -248,7 +248,7 @@ CLIENTS: Final[dict[str, Client]] = {
 }
 
 
-def config_path(client: Client, project: str, environ: Mapping[str, str], platform: str = sys.platform) -> str:
+def config_path(client: Client, project: str, environ: Mapping[str, str], platform: str = HOST.platform) -> str:
     """The absolute path of the file where ``client`` keeps its servers for ``project`` (the first of its project
     files; Claude Desktop's per-user file)."""
     if client.project_files:
@@ -256,7 +256,7 @@ def config_path(client: Client, project: str, environ: Mapping[str, str], platfo
     return desktop_config_path(environ, platform)
 
 
-def files_of(client: Client, project: str, environ: Mapping[str, str], platform: str = sys.platform) -> list[str]:
+def files_of(client: Client, project: str, environ: Mapping[str, str], platform: str = HOST.platform) -> list[str]:
     """Every file where ``client`` may keep servers for ``project``: its project files, then its user file (Claude
     Code's ``~/.claude.json``, Claude Desktop's per-user file)."""
     paths = [os.path.join(project, name) for name in client.project_files]
@@ -269,7 +269,7 @@ def files_of(client: Client, project: str, environ: Mapping[str, str], platform:
     return paths
 
 
-def configured(project: str, environ: Mapping[str, str], platform: str = sys.platform) -> list[tuple[Client, str]]:
+def configured(project: str, environ: Mapping[str, str], platform: str = HOST.platform) -> list[tuple[Client, str]]:
     """The clients that have a file of their own for ``project`` (in it, or in the home folder), each with the
     first such file."""
     found = []
@@ -283,7 +283,7 @@ def configured(project: str, environ: Mapping[str, str], platform: str = sys.pla
     return found
 
 
-def desktop_config_path(environ: Mapping[str, str], platform: str = sys.platform) -> str:
+def desktop_config_path(environ: Mapping[str, str], platform: str = HOST.platform) -> str:
     """Claude Desktop's ``claude_desktop_config.json`` on this operating system."""
     home = environ.get("HOME") or os.path.expanduser("~")
     if platform == "darwin":

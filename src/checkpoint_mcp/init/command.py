@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from checkpoint_mcp.errors import CheckpointError
-from checkpoint_mcp.init.clients import CLIENTS, configured
+from checkpoint_mcp.init.clients import CLAUDE_DESKTOP, CLIENTS, configured
 from checkpoint_mcp.init.policies import ToolLister
+from checkpoint_mcp.platforms.host import HOST
+
+if TYPE_CHECKING:
+    from checkpoint_mcp.init.wrap import Launcher
 
 DEFAULT_LIST_TIMEOUT = 10.0  # seconds each server has to start and list its tools (all are asked at once)
 
@@ -118,9 +123,7 @@ def init(
     row per server's policy (how many tools read, repeat freely, are protected) and the tools to review; --diff
     (and --dry-run) print the diff of every file too.
     """
-    import shutil
-
-    from checkpoint_mcp.init import files, pgpass, plan, scopes, wrap
+    from checkpoint_mcp.init import files, pgpass, plan, scopes
 
     asked_client = client
     client = client or "claude-code"
@@ -145,7 +148,7 @@ def init(
             only=_names(only),
             skip=_names(skip),
             scopes=scopes.parse(_names(scope)),
-            launcher=wrap.launcher(sys.argv[0], sys.executable, shutil.which),
+            launcher=_launcher(client),
             environ=os.environ,
         )
         result = plan.plan(request)
@@ -164,6 +167,18 @@ def init(
     if asked_client is None:
         for line in _found(project, client):
             click.echo(line, err=True)
+
+
+def _launcher(client: str) -> Launcher:
+    """How ``client`` starts this ``checkpoint`` (a macOS app that launchd starts also gets absolute commands)."""
+    import shutil
+
+    from checkpoint_mcp.init import wrap
+
+    launcher = wrap.launcher(sys.argv[0], sys.executable, shutil.which)
+    if client == CLAUDE_DESKTOP and HOST.platform == "darwin":
+        return wrap.for_launchd(launcher, shutil.which)
+    return launcher
 
 
 def _check_scopes(client: str, scopes: tuple[str, ...]) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Final
 from checkpoint_mcp.debug import trigger
 from checkpoint_mcp.errors import ClientConfigError, InitError
 from checkpoint_mcp.init.claude_json import Edit, revert
+from checkpoint_mcp.platforms import files
 
 RUNS_FOLDER: Final = os.path.join(".checkpoint", "init")
 MANIFEST: Final = "manifest.json"
@@ -150,8 +151,8 @@ def atomic_write(path: str, data: bytes, mode: int | None = None, check: Callabl
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
+            files.restrict(handle.fileno(), mode)
+            files.sync(handle.fileno())
         if check is not None:
             check()
         os.replace(temp, path)
@@ -183,14 +184,8 @@ def unchanged_since(path: str, read: bytes | None) -> Callable[[], None]:
 
 
 def fsync_folder(folder: str) -> None:
-    """Make a rename in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # Some filesystems cannot fsync a folder; the rename is then as durable as they allow.
-    finally:
-        os.close(fd)
+    """Make a rename in ``folder`` durable (``platforms.files.sync_folder``)."""
+    files.sync_folder(folder)
 
 
 def _digest(data: bytes) -> str:
@@ -223,7 +218,7 @@ def _make_state_folders(project: str) -> None:
             os.mkdir(path, 0o700)
         except FileExistsError:
             continue
-        os.chmod(path, 0o700)
+        files.restrict_path(path, 0o700)
 
 
 def apply(project: str, changes: Sequence[Change]) -> str:

@@ -21,7 +21,9 @@ import re
 import stat
 from collections.abc import Iterable, Mapping
 from typing import Final
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
+
+from checkpoint_mcp.journal import without_password
 
 SCHEMES: Final = ("postgresql://", "postgres://")
 DEFAULT_PORT: Final = "5432"
@@ -30,19 +32,7 @@ _URL: Final = re.compile(r"postgres(?:ql)?://[^\s\"'<>]+")
 
 def written(location: str) -> str:
     """``location`` as `init` writes it into a file: a PostgreSQL URL without its password; anything else as is."""
-    if not location.startswith(SCHEMES):
-        return location
-    parts = urlsplit(location)
-    netloc = parts.netloc
-    if parts.password is not None:
-        credentials, _, host = netloc.rpartition("@")
-        user = credentials.partition(":")[0]
-        netloc = f"{user}@{host}" if user else host
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(name == "password" for name, _ in pairs):
-        query = urlencode([(name, value) for name, value in pairs if name != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return without_password(location)
 
 
 def password_file(environ: Mapping[str, str]) -> str:

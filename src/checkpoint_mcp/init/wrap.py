@@ -1,13 +1,18 @@
 """One server entry rewritten to run through ``checkpoint``; the session server and the SessionStart hook.
 
-A stdio entry's ``command`` and ``args`` become one ``--upstream-cmd`` string that ``/bin/sh -c`` turns back into
-exactly that argv (``shlex`` quoting). Two things never move into an argument:
+A stdio entry's ``command`` and ``args`` become one ``--upstream-cmd`` string that the platform's shell turns back
+into exactly that argv (``/bin/sh -c`` with ``shlex`` quoting; on Windows ``cmd.exe /c`` with ``mslex`` quoting, so
+an entry that is itself ``cmd /c npx …`` keeps working: ``platforms.commands``). A macOS app started by launchd
+(Claude Desktop) searches only ``/usr/bin:/bin:/usr/sbin:/sbin``: for it a bare command found on the user's PATH
+at `init` is written as its absolute path, as ``checkpoint`` itself always is. Two things never move into an
+argument:
 
 - the entry's ``env`` stays its ``env`` (the proxy's child inherits it);
 - a string holding a client variable (``${VAR}``, ``${env:VAR}``, ``${input:ID}``: the client expands these in
   ``args`` before it starts the server, and a secret would then sit in the proxy's command line, readable by
   every user in ``ps``) moves into ``env`` as ``CHECKPOINT_ARG_<n>``, where the client expands it as before, and
-  the shell command says ``"$CHECKPOINT_ARG_<n>"``: the upstream still gets exactly that argument.
+  the shell command says ``"$CHECKPOINT_ARG_<n>"`` (``"%CHECKPOINT_ARG_<n>%"`` for ``cmd.exe``): the upstream
+  still gets that argument.
 
 An HTTP entry becomes ``--upstream-url URL`` and one ``--upstream-header-env Name=CHECKPOINT_HEADER_<NAME>`` per
 header, its value (as written, a ``${VAR}`` still a reference the client expands) in ``env`` as
@@ -30,6 +35,8 @@ from typing import Any, Final
 
 from checkpoint_mcp.init import pgpass
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
+from checkpoint_mcp.platforms import commands
+from checkpoint_mcp.platforms.host import HOST
 
 CLIENT_VARIABLE: Final = "${"
 SESSION_NAME: Final = "checkpoint-session"
@@ -40,6 +47,8 @@ HOOK_TIMEOUT: Final = 10
 HEADER_ENV_FLAG: Final = "--upstream-header-env"
 _NOT_NAME: Final = re.compile(r"[^A-Z0-9]+")
 _OLD_HEADER: Final = re.compile(r"(?P<header>[^:\s]+): \$\{(?P<variable>CHECKPOINT_HEADER_[A-Z0-9_]+)\}")
+LAUNCHD_PATH: Final = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+"""Where a macOS app that launchd started finds a bare command."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,9 @@ class Launcher:
 
     command: str
     prefix: tuple[str, ...] = ()
+    which: Callable[[str], str | None] | None = None
+    """For a client that does not search the user's PATH (a macOS app started by launchd): the user's PATH lookup
+    that makes a wrapped server's bare command absolute. None: commands are written as they are."""
 
     def shell(self, *args: str) -> str:
         """The same, as one shell command line (for a hook)."""
@@ -66,6 +78,22 @@ def launcher(argv0: str, python: str, which: Any = None) -> Launcher:
         if found and os.access(found, os.X_OK):
             return Launcher(os.path.abspath(found))
     return Launcher(os.path.abspath(python), ("-m", "checkpoint_mcp"))
+
+
+def for_launchd(launcher: Launcher, which: Callable[[str], str | None]) -> Launcher:
+    """``launcher`` for a macOS app that launchd starts: the bare commands it wraps become absolute (``which``)."""
+    return Launcher(launcher.command, launcher.prefix, which)
+
+
+def absolute_command(command: str, which: Callable[[str], str | None] | None) -> str:
+    """``command`` as a launchd-started app finds it: a bare name found on the user's PATH outside
+    ``LAUNCHD_PATH`` becomes its absolute path; anything else is kept as written."""
+    if which is None or os.sep in command or CLIENT_VARIABLE in command:
+        return command
+    found = which(command)
+    if not found or os.path.dirname(found) in LAUNCHD_PATH:
+        return command
+    return found
 
 
 def runs_checkpoint(entry: Mapping[str, Any]) -> bool:
@@ -125,7 +153,8 @@ def wrap(
     an argument for which ``holds_variable`` is true moves into ``env``."""
     env = dict(entry.get("env", {}))
     if isinstance(shape, StdioEntry):
-        upstream = ["--upstream-cmd", shell_command([shape.command, *shape.args], env, holds_variable)]
+        command = absolute_command(shape.command, wrapping.launcher.which)
+        upstream = ["--upstream-cmd", shell_command([command, *shape.args], env, holds_variable)]
     else:
         upstream = ["--upstream-url", shape.url]
         for header, value in shape.headers:
@@ -164,18 +193,22 @@ def upgrade_headers(entry: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def shell_command(
-    argv: Sequence[str], env: dict[str, str], holds_variable: Callable[[str], bool] = holds_client_variable
+    argv: Sequence[str],
+    env: dict[str, str],
+    holds_variable: Callable[[str], bool] = holds_client_variable,
+    windows: bool = HOST.windows_commands,
 ) -> str:
-    """``argv`` as a ``/bin/sh`` command line that runs exactly it; strings holding a client variable move into
-    ``env`` (as ``CHECKPOINT_ARG_<n>``) and are quoted as ``"$CHECKPOINT_ARG_<n>"``."""
+    """``argv`` as a command line for the platform's shell that runs exactly it (``windows``: for ``cmd.exe``);
+    strings holding a client variable move into ``env`` (as ``CHECKPOINT_ARG_<n>``) and are written as
+    ``"$CHECKPOINT_ARG_<n>"`` (``"%CHECKPOINT_ARG_<n>%"``)."""
     words = []
     for index, word in enumerate(argv):
         if holds_variable(word):
             variable = _free(f"CHECKPOINT_ARG_{index}", env)
             env[variable] = word
-            words.append(f'"${variable}"')
+            words.append(f'"%{variable}%"' if windows else f'"${variable}"')
         else:
-            words.append(shlex.quote(word))
+            words.append(commands.quote(word, windows))
     return " ".join(words)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from checkpoint_mcp.journal.base import Journal, decide
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
@@ -9,6 +11,38 @@ from checkpoint_mcp.journal.records import CallRecord, CallState
 def is_postgres_url(location: str) -> bool:
     """True for ``postgresql://…`` and ``postgres://…`` locations."""
     return location.startswith(("postgresql://", "postgres://"))
+
+
+def without_password(location: str) -> str:
+    """``location`` as it may be shown, logged or written into a file: a PostgreSQL URL without its password (the
+    one in ``user:PASSWORD@`` and a ``password=`` parameter alike), anything else as it is.
+
+    Without the password the URL still works where libpq finds it elsewhere (``PGPASSWORD``, the password file).
+    """
+    if not is_postgres_url(location):
+        return location
+    parts = urlsplit(location)
+    netloc = parts.netloc
+    if parts.password is not None:
+        credentials, _, host = netloc.rpartition("@")  # the host as written: an IPv6 address keeps its brackets
+        user = credentials.partition(":")[0]
+        netloc = f"{user}@{host}" if user else host
+    query = parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(name == "password" for name, _ in pairs):
+        query = urlencode([(name, value) for name, value in pairs if name != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def password_in(location: str) -> str:
+    """The password a PostgreSQL URL carries (in ``user:PASSWORD@`` or a ``password=`` parameter), else "": what a
+    message about the journal must never show."""
+    if not is_postgres_url(location):
+        return ""
+    parts = urlsplit(location)
+    if parts.password:
+        return parts.password
+    return next((value for name, value in parse_qsl(parts.query) if name == "password"), "")
 
 
 def open_journal(location: str, *, create: bool = True, audit_key: bytes | None = None) -> Journal:
@@ -37,12 +71,19 @@ def open_journal(location: str, *, create: bool = True, audit_key: bytes | None 
 def default_workflow_id(location: str) -> str:
     """The workflow a proxy uses when none is given: the journal's absolute path (its URL, without password)."""
     if is_postgres_url(location):
-        from checkpoint_mcp.journal.postgres import masked
-
-        return masked(location)
+        return without_password(location)
     import os
 
     return os.path.abspath(os.path.expanduser(location))
 
 
-__all__ = ["CallRecord", "CallState", "Journal", "decide", "default_workflow_id", "open_journal"]
+__all__ = [
+    "CallRecord",
+    "CallState",
+    "Journal",
+    "decide",
+    "default_workflow_id",
+    "open_journal",
+    "password_in",
+    "without_password",
+]

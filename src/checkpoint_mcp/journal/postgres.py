@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import (
@@ -33,7 +32,7 @@ from checkpoint_mcp.errors import (
     UsageError,
     WorkflowOwned,
 )
-from checkpoint_mcp.journal import chain, pgwrites
+from checkpoint_mcp.journal import chain, password_in, pgwrites, without_password
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
@@ -72,21 +71,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     7: _COMMON[7],
 }
 """version -> statements that bring a journal from version-1 to version."""
-
-
-def masked(url: str) -> str:
-    """The URL without its password, for logs, errors, commands and the default workflow id.
-
-    Without the password the URL still works where libpq finds it elsewhere (``PGPASSWORD``, ``~/.pgpass``).
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit((parts.scheme, f"{user}{host}", parts.path, parts.query, parts.fragment))
 
 
 def lock_key(root: str) -> int:
@@ -160,8 +144,8 @@ class PostgresJournal(SqlJournal):
         super().__init__()
         self._url = url
         self.audit_key = audit_key
-        self.location = masked(url)
-        self._secret = urlsplit(url).password or ""
+        self.location = without_password(url)
+        self._secret = password_in(url)
         self._owned: dict[str, OwnerInfo] = {}
         self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None

@@ -90,7 +90,6 @@ def _uri_path(path: str) -> str:
 
 class _PostgresReader(JournalReader):
     def __init__(self, url: str) -> None:
-        from urllib.parse import urlsplit
 
         try:
             import psycopg
@@ -99,11 +98,11 @@ class _PostgresReader(JournalReader):
                 "a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'"
             ) from None
 
-        from checkpoint_mcp.journal.postgres import masked
+        from checkpoint_mcp.journal import password_in, without_password
 
         self._psycopg = psycopg
-        self.location = masked(url)
-        self._secret = urlsplit(url).password or ""
+        self.location = without_password(url)
+        self._secret = password_in(url)
         with self._translated():
             self._conn = psycopg.connect(
                 url,

@@ -6,21 +6,23 @@ a COMPLETED row before the client sees the reply (``--relaxed-completions`` comm
 ``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is
 damaged, or was written by a newer Checkpoint is refused before anything is written to it.
 
-Ownership of a workflow lineage is an exclusive ``flock`` on a small file in ``<journal>.owners/``: the kernel
-releases it when the owner dies, however it dies, so a crashed proxy never has to be cleaned up after.
+Ownership of a workflow lineage is an exclusive lock on a small file in ``<journal>.owners/`` (``flock``, or a
+byte-range lock: ``platforms.locks``): the kernel releases it when the owner dies, however it dies, so a crashed
+proxy never has to be cleaned up after.
 
 The journal holds every call's arguments and results, so what it creates is owner-only whatever the umask: the
 file is made 0600 before SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode), and
-``.owners/`` 0700 with 0600 locks. An existing file open to others is the user's choice: it is warned about, never
-changed.
+``.owners/`` 0700 with 0600 locks (where mode bits mean something: ``platforms.files``). An existing file open to
+others is the user's choice: it is warned about, never changed. On macOS every sync is a full one
+(``PRAGMA fullfsync``): a plain fsync leaves the data in the drive's cache.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
+import socket
 import sqlite3
 import time
 import urllib.parse
@@ -36,6 +38,8 @@ from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, SQLITE_APPLICATION_ID, schema
 from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal, merged
+from checkpoint_mcp.platforms import files, locks
+from checkpoint_mcp.platforms.host import HOST
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,8 +47,8 @@ T = TypeVar("T")
 APPLICATION_ID = SQLITE_APPLICATION_ID
 BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's transaction on the same file
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
-FILE_MODE = 0o600  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
-FOLDER_MODE = 0o700  # <journal>.owners/
+FILE_MODE = files.FILE_MODE  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
+FOLDER_MODE = files.FOLDER_MODE  # <journal>.owners/
 HEADS_REMEMBERED = 1024  # chain heads a connection remembers (a proxy writes a handful of chains; an operator's
 # command that touches every workflow, many: past this, forgotten and read again, one SELECT each)
 
@@ -111,39 +115,23 @@ def _create_owner_only(path: str) -> None:
     except OSError as exc:
         raise JournalUnavailable(f"cannot open journal {path}: {exc.strerror}") from exc
     try:
-        os.fchmod(fd, FILE_MODE)  # a umask can only take bits away, but one that takes the owner's would lock us out
+        files.restrict(fd, FILE_MODE)
     finally:
         os.close(fd)
 
 
 def _warn_if_shared(path: str) -> None:
     """One line on stderr (the log) when an existing journal file is readable or writable by group or others."""
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except OSError:
-        return  # gone, or not ours to stat: opening it reports that
-    if mode & 0o077:
-        files = " ".join(p for p in (path, path + "-wal", path + "-shm") if os.path.exists(p))
+    mode = files.open_to_others(path)
+    if mode is not None:
+        shared = " ".join(p for p in (path, path + "-wal", path + "-shm") if os.path.exists(p))
         logger.warning(
             "journal %s is open to other users (mode %04o) and holds every call's arguments and results; "
             "to make it owner-only: chmod 600 %s",
             path,
             mode,
-            files,
+            shared,
         )
-
-
-def _make_owner_only_folder(path: str) -> None:
-    """Create ``path`` with mode 0700 (whatever the umask) unless it exists; an existing one is left as it is.
-
-    Raises:
-        OSError: it cannot be created.
-    """
-    try:
-        os.mkdir(path, FOLDER_MODE)
-    except FileExistsError:
-        return
-    os.chmod(path, FOLDER_MODE)
 
 
 def _open_lock(path: str) -> int:
@@ -153,10 +141,10 @@ def _open_lock(path: str) -> int:
         OSError: it cannot be opened or created.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | files.BINARY, FILE_MODE)
     except FileExistsError:
-        return os.open(path, os.O_RDWR)
-    os.fchmod(fd, FILE_MODE)
+        return os.open(path, os.O_RDWR | files.BINARY)
+    files.restrict(fd, FILE_MODE)
     return fd
 
 
@@ -167,7 +155,7 @@ class _FileOwnership(Ownership):
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
+            os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
 
 
@@ -225,14 +213,22 @@ class SqliteJournal(SqlJournal):
         if not create:
             with _translated(self.path, "open"):
                 self._con.execute("PRAGMA synchronous=FULL")
+                self._full_syncs()
             return  # a journal is made WAL when created; an existing one is used as it is
         mode = _while_busy(self._wal)
         if mode != "wal":
             raise JournalUnavailable(f"cannot put journal {self.path} in WAL mode (got {mode!r})")
         with _translated(self.path, "open"):
             self._con.execute("PRAGMA synchronous=FULL")
+            self._full_syncs()
             if version < SCHEMA_VERSION:
                 self._migrate()
+
+    def _full_syncs(self) -> None:
+        """Where a plain fsync stops at the drive's cache (macOS), every sync of the connection is a full one."""
+        if HOST.full_fsync:
+            self._con.execute("PRAGMA fullfsync = ON")
+            self._con.execute("PRAGMA checkpoint_fullfsync = ON")
 
     def _identify(self) -> tuple[int, int, bool]:
         """application_id, user_version and whether there are tables, read in one snapshot.
@@ -485,7 +481,7 @@ class SqliteJournal(SqlJournal):
         return owner_lock.lock_path(self.path, root)
 
     def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
-        """Take the flock of ``root``'s lineage and write who we are into it.
+        """Take the lock of ``root``'s lineage and write who we are into it.
 
         Raises:
             WorkflowOwned: another live process holds it.
@@ -493,30 +489,25 @@ class SqliteJournal(SqlJournal):
         """
         path = self._lock_path(root)
         try:
-            _make_owner_only_folder(self.owners_dir)
+            files.make_owner_only_folder(self.owners_dir)
             fd = _open_lock(path)
         except OSError as exc:
             raise JournalUnavailable(f"cannot create the ownership lock {path}: {exc}") from exc
         deadline = time.monotonic() + LOCK_RETRY_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    owner = owner_lock.read_owner(fd)
-                    os.close(fd)
-                    raise WorkflowOwned(root, owner.describe() if owner else "starting up") from None
-                time.sleep(0.02)
+        while not locks.take(fd, exclusive=True, wait=False):
+            if time.monotonic() >= deadline:
+                owner = owner_lock.read_owner(fd)
+                os.close(fd)
+                raise WorkflowOwned(root, owner.describe() if owner else "starting up") from None
+            time.sleep(0.02)
         info = {
             "workflow": root,
             "pid": os.getpid(),
-            "host": os.uname().nodename,
+            "host": socket.gethostname(),
             "since": utc_now(),
             "command": command,
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        locks.write_details(fd, json.dumps(info).encode())
         return _FileOwnership(fd, path)
 
     def owner(self, root: str) -> OwnerInfo | None:

@@ -13,9 +13,12 @@ Lifecycle (every wait is bounded):
   rejects), then shut the upstream down (``Upstream.shutdown``), and answer what is left with ``Stopped``;
 * SIGTERM/SIGINT, before or during that drain: end it at once (answers that have arrived are journaled), give
   the upstream ``SIGNAL_GRACE_SECONDS`` to shut down, then kill it; a second signal kills it at once;
-* upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), clean
-  up what is left of it, exit non-zero;
+* upstream gone: answer every request in flight with an error (journaled calls stay PENDING: in doubt), and
+  those the client sent within ``LATE_REQUEST_SECONDS``, clean up what is left of it, exit non-zero;
 * the proxy itself killed: a child upstream dies with us (see ``upstream.stdio.process.spawn``).
+
+The client's pipes are pumped by the loop or by threads, and signals reach the loop the platform's way
+(``platforms.stdio``, ``platforms.signals``).
 """
 
 from __future__ import annotations
@@ -24,16 +27,15 @@ import asyncio
 import collections
 import contextlib
 import logging
-import select
 import signal
-from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
 from checkpoint_mcp.intercept.turns import Flushed, Flushing
 from checkpoint_mcp.journal.committer import Committer
+from checkpoint_mcp.platforms import signals, stdio
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
 
@@ -42,7 +44,7 @@ logger = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0  # after the client leaves: how long answers to journaled calls in flight are awaited
 SIGNAL_GRACE_SECONDS = 1.0  # after SIGTERM/SIGINT: how long the upstream's graceful shutdown may take
 CLIENT_FLUSH_SECONDS = 2.0  # at exit: how long what we still owe the client may take to write
-READ_CHUNK = 1 << 18  # for a client stdin that is a regular file
+LATE_REQUEST_SECONDS = 0.5  # after the upstream died: how long requests already on their way are still answered
 
 
 class Relay:
@@ -75,7 +77,7 @@ class Relay:
         self._committer = committer
         self._committing: asyncio.Future[None] | None = None  # done when the committer has answered
         self._client_reader: asyncio.ReadTransport | None = None
-        self._client_writer: _Sink | None = None
+        self._client_writer: asyncio.WriteTransport | None = None
         self._client_writer_alive = True
 
     # ---- data paths (called by the protocols) --------------------------------------------------------------
@@ -295,9 +297,10 @@ class Relay:
         loop = asyncio.get_running_loop()
         await self._connect_client_writer(loop)
         await self._upstream.start(self)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.on_signal, signum)
-        await self._connect_client_reader(loop)
+        restore_signals = signals.on_loop(loop, self.on_signal)
+        self._client_reader = await stdio.connect_read(
+            loop, Reader(self.client_data, self.client_eof), self._client_in, max_size=PIPE_READ
+        )
 
         client_gone = asyncio.ensure_future(self._client_gone.wait())
         upstream_gone = asyncio.ensure_future(self._upstream_gone.wait())
@@ -311,29 +314,13 @@ class Relay:
         if self._committer is not None:
             await self._committer.close()
         await self._flush_client()
+        restore_signals()
         return code
-
-    async def _connect_client_reader(self, loop: asyncio.AbstractEventLoop) -> None:
-        reader = Reader(self.client_data, self.client_eof)
-        if _pollable(self._client_in.fileno()):
-            with contextlib.suppress(ValueError):
-                transport, _ = await loop.connect_read_pipe(lambda: reader, self._client_in)
-                with contextlib.suppress(AttributeError):  # asyncio's pipe transport; uvloop's sizes its reads itself
-                    transport.max_size = PIPE_READ  # type: ignore[attr-defined]
-                self._client_reader = transport
-                return
-        # A regular file (``checkpoint … < requests.jsonl``) or a device the loop cannot poll (``< /dev/null``):
-        # read it in a thread.
-        loop.run_in_executor(None, _read_file_into, self._client_in, loop, self.client_data, self.client_eof)
 
     async def _connect_client_writer(self, loop: asyncio.AbstractEventLoop) -> None:
         writer = Writer(self._upstream.pause_reading, self._client_writer_lost)
-        try:
-            wtransport, _ = await loop.connect_write_pipe(lambda: writer, self._client_out)
-            wtransport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-            self._client_writer = wtransport
-        except ValueError:
-            self._client_writer = _BlockingWriter(self._client_out)
+        self._client_writer = await stdio.connect_write(loop, writer, self._client_out)
+        self._client_writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
 
     async def _after_upstream_died(self) -> int:
         await self._settle_commits()
@@ -341,6 +328,13 @@ class Relay:
         status = await self._upstream.died()
         in_flight = self._interceptor.outstanding()
         self._write_client(self._interceptor.upstream_gone(status))
+        if not self._client_gone.is_set():
+            # What the client sent before it could know (in our pipe, or on its way from a reader thread) is
+            # answered too, rather than left to a client that waits for it.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LATE_REQUEST_SECONDS):
+                    await self._client_gone.wait()
+            self._write_client(self._interceptor.upstream_gone(status))
         await self._upstream.shutdown()
         if in_flight:
             logger.error(
@@ -390,7 +384,7 @@ class Relay:
         if self._client_reader is not None:
             self._client_reader.close()
         writer = self._client_writer
-        if isinstance(writer, asyncio.WriteTransport) and self._client_writer_alive:
+        if writer is not None and self._client_writer_alive:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CLIENT_FLUSH_SECONDS):
                     while writer.get_write_buffer_size() and self._client_writer_alive:
@@ -418,44 +412,3 @@ def _turn_ends(loop: asyncio.AbstractEventLoop, own: asyncio.Handle | None) -> b
     if not isinstance(ready, collections.deque):
         return False
     return not ready or (len(ready) == 1 and ready[0] is own)
-
-
-def _pollable(fd: int) -> bool:
-    """Whether the event loop can watch ``fd`` (epoll refuses regular files and some devices, like /dev/null)."""
-    epoll = getattr(select, "epoll", None)
-    if epoll is None:
-        return True
-    with epoll() as probe:
-        try:
-            probe.register(fd, select.EPOLLIN)
-        except OSError:
-            return False
-    return True
-
-
-def _read_file_into(
-    source: IO[bytes], loop: asyncio.AbstractEventLoop, on_data: Callable[[bytes], None], on_eof: Callable[[], None]
-) -> None:
-    while chunk := source.read(READ_CHUNK):
-        loop.call_soon_threadsafe(on_data, chunk)
-    loop.call_soon_threadsafe(on_eof)
-
-
-class _Sink(Protocol):
-    def write(self, data: bytes) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class _BlockingWriter:
-    """For a client stdout that is a regular file: plain blocking writes."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self._out = out
-
-    def write(self, data: bytes) -> None:
-        self._out.write(data)
-        self._out.flush()
-
-    def close(self) -> None:
-        self._out.flush()

@@ -15,6 +15,7 @@ from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import default_workflow_id, is_postgres_url, open_journal
 from checkpoint_mcp.journal.base import Journal, Lineage
+from checkpoint_mcp.platforms.commands import shell_name
 from checkpoint_mcp.telemetry import from_environ, peer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
@@ -114,7 +115,7 @@ def _upstream(config: ProxyConfig) -> Upstream:
     try:
         process = spawn(config.upstream_cmd)
     except OSError as exc:
-        raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+        raise UpstreamError(f"cannot start the upstream with {shell_name()}: {exc}") from exc
     logger.info("upstream started (pid %d): %s", process.pid, config.upstream_cmd)
     from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 

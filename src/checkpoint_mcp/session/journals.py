@@ -261,9 +261,9 @@ def configured(explicit: Sequence[JournalSpec], *, root: str, environ: Mapping[s
 
 def _resolved(spec: JournalSpec, base: str) -> Journaled:
     if _is_url(spec.location):
-        from checkpoint_mcp.journal.postgres import masked
+        from checkpoint_mcp.journal import without_password
 
-        shown = masked(spec.location)
+        shown = without_password(spec.location)
         return Journaled(spec.location, shown, spec.workflow or shown, spec.policy)
     path = os.path.abspath(os.path.join(base, os.path.expanduser(spec.location)))
     return Journaled(path, path, spec.workflow or path, spec.policy)

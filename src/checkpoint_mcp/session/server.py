@@ -15,7 +15,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Annotated, Any, Final, Literal
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -27,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from checkpoint_mcp import __version__
 from checkpoint_mcp.errors import CheckpointError
+from checkpoint_mcp.platforms import signals
 from checkpoint_mcp.session import journals, model, service, surrogates
 from checkpoint_mcp.session.journals import JournalSpec, Setup
 from checkpoint_mcp.session.merge import CommandInput, FileNote, SaveRequest
@@ -35,6 +38,8 @@ from checkpoint_mcp.session.render import drift_document
 from checkpoint_mcp.session.root import CHECKPOINT_ENV, CLAUDE_ENV, ProjectRoot, resolve_root
 
 SERVER_NAME: Final = "checkpoint-session"
+SAVE_GRACE_SECONDS: Final = 3.0  # on SIGTERM/SIGINT: how long a save under way may take to finish
+T = TypeVar("T")
 
 INSTRUCTIONS: Final = """\
 This server keeps the session's working state in <project>/.claude-checkpoint, so that work survives a crash, \
@@ -260,7 +265,7 @@ def build_server(journal_specs: tuple[JournalSpec, ...] = ()) -> MCPServer[Any]:
         try:
             root = _root(projectRoot, client_roots)
             async with serial:
-                save = functools.partial(service.save, request, root, setup=setup(root))
+                save = functools.partial(_saving, service.save, request, root, setup=setup(root))
                 outcome = await anyio.to_thread.run_sync(save)
         except CheckpointError as exc:
             raise ToolError(str(exc)) from exc
@@ -378,7 +383,25 @@ def readable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+_writing = threading.Lock()  # held while a save writes: a signal waits for it (``run``)
+
+
+def _saving(save: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    with _writing:
+        return save(*args, **kwargs)
+
+
+def _let_the_save_finish() -> None:
+    """Wait (``SAVE_GRACE_SECONDS`` at most) for a save under way: what it writes is crash-safe either way, but
+    finished it is also answered for."""
+    if _writing.acquire(timeout=SAVE_GRACE_SECONDS):
+        _writing.release()
+
+
 def run(journal_specs: tuple[JournalSpec, ...] = ()) -> None:
-    """Serve the session tools over stdio until the client closes the connection."""
+    """Serve the session tools over stdio until the client closes the connection, or until SIGTERM or SIGINT (then
+    the exit code is 128 + the signal, as the proxy's, once a save under way is done: the SDK's reader thread may
+    be blocked on stdin, and must not hold the exit up)."""
     surrogates.guard_stdin()
+    signals.exit_on_shutdown(_let_the_save_finish)
     build_server(journal_specs).run("stdio")

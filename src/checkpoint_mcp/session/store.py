@@ -3,15 +3,15 @@
 ``<root>/.claude-checkpoint`` is the checkpoint; ``<root>/.claude-checkpoint.prev`` is the previous valid one.
 Every write goes temp file → fsync → rename → fsync of the folder, with mode 0600, so a crash at any instant
 leaves each name holding either its old or its new complete content. The backup is refreshed only from a main
-file that parses, so a corrupt file never overwrites a good backup. Saves hold an exclusive ``flock`` on the
-project folder itself (no lock file is added to the project), so two servers on one project take turns.
+file that parses, so a corrupt file never overwrites a good backup. Saves hold an exclusive lock on the project
+folder (``platforms.locks.holding_folder``: ``flock`` on the folder itself, or a lock file in the user's state
+folder where folders cannot be locked; never a file added to the project), so two servers on one project take
+turns.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from typing import Final
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import CheckpointFileError, CheckpointVersionError
+from checkpoint_mcp.platforms import files, locks
 from checkpoint_mcp.session import model
 
 CHECKPOINT_NAME: Final = ".claude-checkpoint"
@@ -58,15 +59,13 @@ def locked(root: str, *, exclusive: bool) -> Iterator[None]:
     Raises:
         CheckpointFileError: the folder cannot be opened to lock it.
     """
+    held = contextlib.ExitStack()
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        held.enter_context(locks.holding_folder(root, exclusive=exclusive))
     except OSError as exc:
         raise CheckpointFileError(f"cannot open the project folder {root}: {exc.strerror}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    with held:
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def read(root: str) -> Stored | None:
@@ -153,34 +152,22 @@ def _atomic_write(path: str, data: bytes, *, point: str) -> None:
     folder = os.path.dirname(path)
     temp = os.path.join(folder, f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | files.BINARY, FILE_MODE)  # not inherited
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            files.sync(fd)
         finally:
             os.close(fd)
         debug.trigger(f"{point}.temp_written")
         os.replace(temp, path)
         debug.trigger(f"{point}.renamed")
-        _fsync_folder(folder)
+        files.sync_folder(folder)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise CheckpointFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-
-def _fsync_folder(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        # Some filesystems cannot fsync a directory; the rename is then as durable as they allow.
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
 
 
 def _remove_stale_temps(root: str) -> None:

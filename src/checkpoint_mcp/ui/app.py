@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
-from checkpoint_mcp.journal import operations
+from checkpoint_mcp.journal import operations, without_password
 from checkpoint_mcp.journal.base import Journal
 from checkpoint_mcp.ui import approval_list, pages, views
 from checkpoint_mcp.ui.security import (
@@ -372,15 +372,5 @@ def create_app(
     app.state.access = access
     app.state.settle = settle
     app.state.csrf_secret = secrets.token_bytes(32)
-    app.state.shown_location = shown_location or _masked(location)
+    app.state.shown_location = shown_location or without_password(location)
     return app
-
-
-def _masked(location: str) -> str:
-    from checkpoint_mcp.journal import is_postgres_url
-
-    if is_postgres_url(location):
-        from checkpoint_mcp.journal.postgres import masked
-
-        return masked(location)
-    return location

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.config import RemoteConfig
 from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.platforms.commands import shell_name
 from checkpoint_mcp.refusals import METHOD_NOT_FOUND
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.upstream.stdio.process import spawn
@@ -44,7 +45,7 @@ def open_upstream(upstream_cmd: str | None, remote: RemoteConfig | None) -> Upst
     try:
         process = spawn(upstream_cmd)
     except OSError as exc:
-        raise UpstreamError(f"cannot start the upstream with /bin/sh: {exc}") from exc
+        raise UpstreamError(f"cannot start the upstream with {shell_name()}: {exc}") from exc
     from checkpoint_mcp.upstream.stdio.child import ChildUpstream
 
     return ChildUpstream(process)

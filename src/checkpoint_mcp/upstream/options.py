@@ -19,7 +19,8 @@ _OPTIONS = [
     click.option(
         "--upstream-cmd",
         metavar="CMD",
-        help="Shell command that starts the upstream MCP server (run by /bin/sh -c; inherits the environment).",
+        help="Shell command that starts the upstream MCP server (run by /bin/sh -c, on Windows by cmd.exe /c; "
+        "inherits the environment).",
     ),
     click.option(
         "--upstream-url",

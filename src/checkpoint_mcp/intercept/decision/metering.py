@@ -14,7 +14,7 @@ never count against each other.
 A budget's amount must be a number, 0 or more, that fits a 64-bit float: anything else (missing, a string, a
 negative number, a 400-digit integer) is refused before the upstream and counted nowhere. The count or sum and the
 reservation are one transaction (``WithinLimit``, ``WithinBudget``), so replicas racing on one journal together
-stay within the rule. Both refusals are ``LimitReached`` (-31091), written once here (``refused``).
+stay within the rule. Both refusals are ``LimitReached`` (``refusals.LIMIT_REACHED``), written once here (``refused``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The protocol itself is the official SDK's ``OAuthClientProvider``, an httpx auth
 protected resource's and the authorization server's metadata, registers a client dynamically, runs the
 authorization code grant with PKCE, and later refreshes the token. This module gives it what belongs to us:
 
-* a token store: one file per server URL under ``$XDG_STATE_HOME/checkpoint/oauth`` (``~/.local/state/...``),
-  owner-only (0600, in a 0700 folder), written temp → fsync → rename → fsync(dir), holding the tokens, the
+* a token store: one file per server URL under ``$XDG_STATE_HOME/checkpoint/oauth`` (``~/.local/state/...``; the
+  user's state folder on macOS and Windows: ``platforms.paths``), owner-only (0600, in a 0700 folder, where mode
+  bits mean something), written temp → fsync → rename → fsync(dir), holding the tokens, the
   registered client and the loopback port its redirect URI names (kept, so the registration stays valid);
 * the loopback redirect: ``http://127.0.0.1:<port>/callback``. The port is bound and listened on as soon as an
   authorization begins (the 401, before discovery and registration), and the redirect URI registered is the one of
@@ -31,7 +32,7 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
@@ -54,6 +55,7 @@ from mcp.shared.auth import (
 from pydantic import AnyUrl, ValidationError
 
 from checkpoint_mcp.errors import UpstreamError
+from checkpoint_mcp.platforms import files, paths
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +67,10 @@ _PAGE = (
 )
 
 
-def state_folder(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    """Where tokens live: ``$XDG_STATE_HOME/checkpoint/oauth``, by default ``~/.local/state/checkpoint/oauth``."""
-    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "checkpoint" / "oauth"
+def state_folder(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where tokens live: ``oauth`` in the user's state folder (``$XDG_STATE_HOME/checkpoint``, by default
+    ``~/.local/state/checkpoint``; macOS and Windows: ``platforms.paths``)."""
+    return Path(paths.user_state(environ)) / "oauth"
 
 
 class TokenFile:
@@ -104,21 +106,17 @@ class TokenFile:
         self._folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=".tokens-", dir=self._folder)
         try:
-            os.fchmod(fd, 0o600)
+            files.restrict(fd, files.FILE_MODE)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(self._data, f)
                 f.flush()
-                os.fsync(f.fileno())
+                files.sync(f.fileno())
             os.replace(temp, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
             raise
-        folder = os.open(self._folder, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        files.sync_folder(str(self._folder))
 
     async def get_tokens(self) -> OAuthToken | None:
         tokens = self._data.get("tokens")

@@ -1,11 +1,13 @@
 """A stdio upstream: the child process started by ``process.spawn``, pumped line by line.
 
 Its lifecycle, every wait bounded: at shutdown its stdin is closed, it has ``EXIT_GRACE_SECONDS`` to exit on its
-own, then its process group gets SIGTERM and, ``TERM_GRACE_SECONDS`` later, its whole process tree SIGKILL. When
-its stdout closes it is gone: whatever is left of its tree is killed the same way. Its stdout also counts as
-closed when no process of the tree but a shell waiting for its children still holds it (checked every
+own, then its tree is asked to stop (SIGTERM to its process group) and, ``TERM_GRACE_SECONDS`` later, killed
+whole; ``TERM_GRACE_SECONDS`` after that it is given up on, whatever its members still say. When its stdout closes
+it is gone: whatever is left of its tree is killed the same way. Under a keeper, its stdout also counts as closed
+when no process of the tree but a shell waiting for its children still holds it (checked every
 ``STDOUT_CHECK_SECONDS``, twice in a row): such a shell would otherwise keep the pipe open forever. If the proxy
-itself is killed, the keeper kills the whole tree (see ``keeper.py``).
+itself is killed, the tree goes with it the platform's way (``tree.py``). Its pipes are pumped by the loop or by
+threads (``platforms.stdio``); its exit is watched by a pidfd or a thread.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
+import threading
 
+from checkpoint_mcp.platforms import stdio
 from checkpoint_mcp.upstream.base import UpstreamSink
-from checkpoint_mcp.upstream.stdio.keeper import LocalProcess
+from checkpoint_mcp.upstream.stdio import procfs
 from checkpoint_mcp.upstream.stdio.pipes import PIPE_READ, WRITE_BUFFER_HIGH, LineSplitter, Reader, Writer
-from checkpoint_mcp.upstream.stdio.process import describe_status, group_alive, signal_group
+from checkpoint_mcp.upstream.stdio.process import describe_status
+from checkpoint_mcp.upstream.stdio.tree import LocalProcess
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +62,9 @@ class ChildUpstream:
         # can be delivered while the write pipe is being connected, and the sink then asks how it ended.
         exited: asyncio.Future[int] = loop.create_future()
         self._exited = exited
-        try:
-            pidfd = os.pidfd_open(proc.waited)
-        except (AttributeError, OSError):
-            loop.run_in_executor(None, _wait_into, proc, loop, exited)
+        pidfd = procfs.open_pidfd(proc.watched_pid)
+        if pidfd is None:
+            threading.Thread(target=_wait_into, args=(proc, loop, exited), name="upstream-exit", daemon=True).start()
         else:
 
             def reap() -> None:
@@ -71,11 +74,8 @@ class ChildUpstream:
                     exited.set_result(proc.wait())
 
             loop.add_reader(pidfd, reap)
-        reader, _ = await loop.connect_read_pipe(lambda: Reader(self._data, self._eof), proc.stdout)
-        with contextlib.suppress(AttributeError):  # asyncio's pipe transport; uvloop's sizes its reads itself
-            reader.max_size = PIPE_READ  # type: ignore[attr-defined]
-        self._reader = reader
-        writer, _ = await loop.connect_write_pipe(lambda: Writer(sink.pause_client, self._stdin_lost), proc.stdin)
+        self._reader = await stdio.connect_read(loop, Reader(self._data, self._eof), proc.stdout, max_size=PIPE_READ)
+        writer = await stdio.connect_write(loop, Writer(sink.pause_client, self._stdin_lost), proc.stdin)
         writer.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self._stdin = writer
         if proc.keeps_tree:
@@ -133,13 +133,13 @@ class ChildUpstream:
         return ABANDONED if self._abandoned and status == "still running" else status
 
     async def shutdown(self) -> str:
-        """Close its stdin, give it time to exit, then end its whole process group; how it ended."""
+        """Close its stdin, give it time to exit, then end its whole process tree; how it ended."""
         if self._stdin is not None:
             self._stdin.close()
         status = await self._exit_status(EXIT_GRACE_SECONDS)
         if status == "still running":
-            logger.info("upstream did not exit after its stdin closed; sending SIGTERM")
-        signal_group(self._process.pid, signal.SIGTERM)
+            logger.info("upstream did not exit after its stdin closed; asking its process tree to stop")
+        self._process.terminate()
         await self._reap_group()
         return describe_status(self._process.returncode) if status == "still running" else status
 
@@ -158,31 +158,38 @@ class ChildUpstream:
         return describe_status(self._process.returncode)
 
     async def _reap_group(self) -> None:
-        """Wait until no process of its tree (without a keeper: of its group) is left, escalating to SIGKILL."""
-        pgid = self._process.pid
+        """Wait until no process of its tree is left, escalating to a kill, and giving up (with a warning)
+        ``TERM_GRACE_SECONDS`` after the kill: what is left then can no longer be waited for."""
         assert self._exited is not None
-        exited = self._exited
+        process = self._process
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TERM_GRACE_SECONDS
-        while not exited.done() if self._process.keeps_tree else group_alive(pgid):
+        killed = False
+        while process.tree_alive():
             if loop.time() >= deadline:
+                if killed:
+                    logger.warning("the upstream's process tree (pid %d) is still there after a kill", process.pid)
+                    break
                 self.kill()
+                killed = True
                 deadline = loop.time() + TERM_GRACE_SECONDS
             await asyncio.sleep(0.01)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(TERM_GRACE_SECONDS):
                 await asyncio.shield(self._exited)
+        process.close()
         for transport in (self._reader, self._stdin):
             if transport is not None:
                 transport.close()
 
 
 def _wait_into(proc: LocalProcess, loop: asyncio.AbstractEventLoop, exited: asyncio.Future[int]) -> None:
-    """Without pidfds: wait for the child on a thread and report to the loop."""
+    """Without pidfds: wait for the child on a (daemon) thread and report to the loop."""
     code = proc.wait()
 
     def report() -> None:
         if not exited.done():
             exited.set_result(code)
 
-    loop.call_soon_threadsafe(report)
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the proxy is ending anyway
+        loop.call_soon_threadsafe(report)

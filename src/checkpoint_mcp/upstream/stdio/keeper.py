@@ -16,7 +16,7 @@ start-up), and the keeper runs the shell:
 * it exits once no descendant is left, with the shell's exit status, so the proxy still reports how the
   upstream ended, and the keeper's exit means the whole tree is gone.
 
-Elsewhere (no subreapers), the shell is a plain child in its own process group, killed as a group.
+Elsewhere there are no subreapers: ``group.py`` keeps the tree there (``process.spawn`` chooses).
 
 The proxy also asks ``writer_left`` whether anything of the tree can still write to its stdout pipe: a shell
 waiting for its children holds the pipe too, so the pipe would never report EOF when the server itself closed
@@ -28,10 +28,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, NoReturn
+
+from checkpoint_mcp.upstream.stdio import procfs
+
+assert sys.platform != "win32", "the keeper is Linux's (process.spawn chooses)"
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -40,60 +43,60 @@ _WATCHED = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signa
 _FD_LIMIT = 1 << 16  # the keeper closes every inherited descriptor below this one
 
 
-class LocalProcess:
-    """The proxy's handle on a local upstream: its pipes, the process group to signal, the process to wait for."""
+class KeptTree:
+    """A local upstream below a keeper (``tree.LocalProcess``): the keeper's exit means the whole tree is gone."""
 
-    def __init__(
-        self,
-        *,
-        pid: int,
-        waited: int,
-        stdin: IO[bytes],
-        stdout: IO[bytes],
-        popen: subprocess.Popen[bytes] | None = None,
-    ) -> None:
+    def __init__(self, *, pid: int, waited: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
         self.pid = pid
         """The shell: the upstream's process, and the id of its process group."""
         self.waited = waited
-        """The process whose exit means the tree is gone: the keeper (or the shell, without one)."""
+        """The keeper, whose exit means the tree is gone."""
         self.stdin = stdin
         self.stdout = stdout
         self.returncode: int | None = None
-        self._popen = popen
         self._pipe = f"pipe:[{os.fstat(stdout.fileno()).st_ino}]"
 
     @property
     def keeps_tree(self) -> bool:
-        """True when a keeper holds the tree: its exit means no process of the upstream is left."""
-        return self._popen is None
+        """Always: the keeper exits once no process of the upstream is left."""
+        return True
+
+    @property
+    def watched_pid(self) -> int | None:
+        """The keeper."""
+        return self.waited
 
     def wait(self) -> int:
-        """Block until the waited process exits; its returncode (negative: killed by that signal)."""
-        if self._popen is not None:
-            self.returncode = self._popen.wait()
-        elif self.returncode is None:
+        """Block until the keeper exits; the shell's returncode, which it passes on."""
+        if self.returncode is None:
             _, status = os.waitpid(self.waited, 0)
             self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
+    def terminate(self) -> None:
+        """SIGTERM to the shell's process group (the keeper leaves it to the tree)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGTERM)
+
     def kill_tree(self) -> None:
         """SIGKILL every process of the upstream, now (through the keeper, which then exits)."""
-        target, signum = (self.waited, signal.SIGUSR1) if self.keeps_tree else (self.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self.keeps_tree:
-                os.kill(target, signum)
-            else:
-                os.killpg(target, signum)
+            os.kill(self.waited, signal.SIGUSR1)
+
+    def tree_alive(self) -> bool:
+        """Until the keeper has been seen to exit."""
+        return self.returncode is None
+
+    def close(self) -> None:
+        """Nothing to let go: the keeper goes with us by its parent-death signal."""
 
     def writer_left(self) -> bool:
         """Whether some process of the tree may still write to our end of its stdout.
 
         A shell blocked waiting for its children does not count: it holds the pipe only because it started them.
-        Unknown (no keeper, no /proc, a process we may not inspect) counts as yes.
+        Unknown (no /proc, a process we may not inspect) counts as yes.
         """
-        if not self.keeps_tree:
-            return True
-        for pid in descendants(self.waited):
+        for pid in procfs.descendants(self.waited):
             if pid == self.pid and _waiting_for_children(pid):
                 continue
             try:
@@ -109,16 +112,13 @@ class LocalProcess:
         return False
 
 
-def spawn(command: str, extra_env: Mapping[str, str] | None = None) -> LocalProcess:
-    """Start ``/bin/sh -c command`` with pipes for its stdin and stdout, below a keeper on Linux; ``extra_env``
-    is added to the environment it inherits.
+def spawn(command: str, environ: Mapping[str, str] | None = None) -> KeptTree:
+    """Start ``/bin/sh -c command`` with pipes for its stdin and stdout, below a keeper; ``environ``: its whole
+    environment (None: ours).
 
     Raises:
         OSError: the processes could not be started.
     """
-    environ = {**os.environ, **extra_env} if extra_env else None
-    if sys.platform != "linux":
-        return spawn_plain(command, environ)
     prctl = _prctl()
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
@@ -138,29 +138,7 @@ def spawn(command: str, extra_env: Mapping[str, str] | None = None) -> LocalProc
         stdin.close()
         stdout.close()
         raise OSError(f"the keeper could not start {SHELL}")
-    return LocalProcess(pid=shell, waited=keeper, stdin=stdin, stdout=stdout)
-
-
-def spawn_plain(
-    command: str, env: Mapping[str, str] | None = None, cwd: str | None = None, quiet: bool = False
-) -> LocalProcess:
-    """``/bin/sh -c command`` without a keeper (``env``: its whole environment; ``cwd``: its folder; ``quiet``:
-    its stderr goes nowhere)."""
-    popen = subprocess.Popen(  # noqa: S602 - the spec says the upstream command is run by a shell
-        command,
-        shell=True,
-        executable=SHELL,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if quiet else None,
-        start_new_session=True,
-        bufsize=0,
-    )
-    assert popen.stdin is not None
-    assert popen.stdout is not None
-    return LocalProcess(pid=popen.pid, waited=popen.pid, stdin=popen.stdin, stdout=popen.stdout, popen=popen)
+    return KeptTree(pid=shell, waited=keeper, stdin=stdin, stdout=stdout)
 
 
 def _prctl() -> Callable[[int, int], int]:
@@ -171,62 +149,6 @@ def _prctl() -> Callable[[int, int], int]:
     return function
 
 
-def descendants(root: int) -> list[int]:
-    """Every living descendant of ``root`` (from /proc; children files, else a scan of every process)."""
-    found: list[int] = []
-    frontier = [root]
-    parents: dict[int, list[int]] | None = None
-    while frontier:
-        pid = frontier.pop()
-        kids = _children(pid)
-        if kids is None:
-            if parents is None:
-                parents = _parents()
-            kids = parents.get(pid, [])
-        found.extend(kids)
-        frontier.extend(kids)
-    return found
-
-
-def _children(pid: int) -> list[int] | None:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    kids: list[int] = []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                kids.extend(int(word) for word in f.read().split())
-        except FileNotFoundError:
-            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                continue
-            return None  # no CONFIG_PROC_CHILDREN
-        except OSError:
-            continue
-    return kids
-
-
-def process_stats() -> Iterator[tuple[int, list[bytes]]]:
-    """Every process's pid and the fields of its ``/proc/PID/stat`` after the command name (state, ppid, pgrp, …)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        yield int(entry.name), stat[stat.rfind(b")") + 2 :].split()
-
-
-def _parents() -> dict[int, list[int]]:
-    by_parent: dict[int, list[int]] = {}
-    for pid, fields in process_stats():
-        by_parent.setdefault(int(fields[1]), []).append(pid)
-    return by_parent
-
-
 def _waiting_for_children(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/wchan", "rb") as f:
@@ -235,7 +157,7 @@ def _waiting_for_children(pid: int) -> bool:
         wchan = b""
     if wchan and wchan != b"0":
         return wchan == b"do_wait"
-    return bool(_children(pid))  # no wchan here: a shell with children is taken to wait for them
+    return bool(procfs.children(pid))  # no wchan here: a shell with children is taken to wait for them
 
 
 # ---- the keeper (runs in the forked child) ------------------------------------------------------------------
@@ -335,7 +257,7 @@ def _kill_all() -> None:  # pragma: no cover - runs in the keeper
     """SIGKILL every descendant until none is left (orphans of the killed come to us: we are their subreaper)."""
     me = os.getpid()
     while True:
-        for pid in descendants(me):
+        for pid in procfs.descendants(me):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         try:

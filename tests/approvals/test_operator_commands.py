@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import pwd
 import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from checkpoint_mcp.journal import open_journal
+import pytest
+
+from checkpoint_mcp.journal import open_journal, operations
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED
 
 from support import ProxyProcess, checkpoint_argv, done_count, server_cmd
@@ -147,3 +151,26 @@ def test_the_list_keeps_workflows_apart_and_shows_redacted_arguments_as_the_mark
     (billing,) = listed(journal, "billing")
     assert billing["arguments"] == MAIL
     assert listed(journal, "nobody") == []
+
+
+def test_an_operator_whose_uid_has_no_name_approves_and_is_recorded_by_uid(
+    journal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's arbitrary uid (OpenShift assigns one) has no passwd entry and no USER: the decision is
+    recorded under ``uid N`` instead of failing. (The process itself keeps its uid: another uid could not run this
+    machine's Python, which lives under /root; the uid the system is asked about is one it has no name for.)"""
+    number = agent_call(journal, tmp_path)["error"]["data"]["approval"]
+    nameless = 54321
+    with pytest.raises(KeyError):
+        pwd.getpwuid(nameless)
+    for variable in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(os, "getuid", lambda: nameless)
+    store = open_journal(journal)
+    try:
+        decided = operations.decide_approval(store, number, True)
+    finally:
+        store.close()
+    assert decided.decided_by == f"uid {nameless}@{socket.gethostname()}"
+    (row,) = listed(journal)
+    assert row["decided_by"] == f"uid {nameless}@{socket.gethostname()}"

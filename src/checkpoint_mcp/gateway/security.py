@@ -206,7 +206,7 @@ class OperatorGate:
     """The operator's pages under ``--issuer`` (a middleware of the pages' own): a token with the operator's role
     (bearer header) opens them; a valid token without it is refused (403: an agent never reaches every workflow);
     anything else goes to the pages' token check (``ui.security.TokenGate``: the URL with a fresh ``token`` the
-    gateway printed on stderr)."""
+    gateway wrote to --ui-url-file, or to stderr when that is a terminal)."""
 
     def __init__(self, app: ASGIApp, verifier: TokenVerifier, token: str) -> None:
         from checkpoint_mcp.ui.security import TokenGate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import socket
 from collections.abc import Iterable
@@ -15,6 +14,7 @@ from checkpoint_mcp.journal import approval_audit, approval_report, audit, chain
 from checkpoint_mcp.journal.approval_rows import Approval
 from checkpoint_mcp.journal.base import Journal, Resolution, ResolveAction, WorkflowSummary
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS, CallRecord
+from checkpoint_mcp.platforms.paths import user_name
 from checkpoint_mcp.refusals import FAILED_BY_OPERATOR
 
 
@@ -62,7 +62,7 @@ def resolve(
             raise UsageError('the result file must hold a JSON object: the tools/call result, e.g. {"content": [...]}')
         action, outcome = ResolveAction.COMPLETED, json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
     elif message is not None:
-        user = getpass.getuser()
+        user = user_name()
         error = {"code": FAILED_BY_OPERATOR, "message": message, "data": {"reason": "failed_by_operator", "by": user}}
         action, outcome = ResolveAction.FAILED, json.dumps(error, ensure_ascii=False, separators=(",", ":"))
     else:
@@ -74,7 +74,7 @@ def resolve(
             root, f"{exc.owner}; stop that proxy first: a live proxy's decisions must not change under it"
         ) from exc
     try:
-        return journal.resolve(workflow, seq, action, outcome, getpass.getuser(), socket.gethostname())
+        return journal.resolve(workflow, seq, action, outcome, user_name(), socket.gethostname())
     finally:
         ownership.release()
 
@@ -91,7 +91,7 @@ def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str
     Raises:
         UsageError: no such request, or it is not pending (already decided, used or expired).
     """
-    return journal.approvals.decide_approval(approval_id, grant, f"{getpass.getuser()}@{socket.gethostname()}", reason)
+    return journal.approvals.decide_approval(approval_id, grant, f"{user_name()}@{socket.gethostname()}", reason)
 
 
 def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], list[str]]:

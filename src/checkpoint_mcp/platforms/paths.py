@@ -1,4 +1,5 @@
-"""The user's folders, where each platform documents them; an XDG variable, where set, wins everywhere.
+"""The user: the name an operator's action is recorded under, and the folders each platform documents (an XDG
+variable, where set, wins everywhere).
 
 =========== =============================== ======================================== ==========================
 platform    data (user-scope journals)      state (OAuth tokens, lock files)         from
@@ -14,6 +15,7 @@ user can put everything elsewhere with one variable.
 
 from __future__ import annotations
 
+import getpass
 import os
 from collections.abc import Mapping
 from typing import Final
@@ -21,6 +23,17 @@ from typing import Final
 from checkpoint_mcp.platforms.host import HOST
 
 APP: Final = "checkpoint"
+
+
+def user_name() -> str:
+    """Who this process runs as, for the records an operator's action leaves (a resolution, an approval): the login
+    name, else ``uid N`` for a user the system has no name for (a container's arbitrary uid, as OpenShift assigns
+    one, has no passwd entry and no ``USER``)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # KeyError before Python 3.13, OSError since
+        getuid = getattr(os, "getuid", None)
+        return f"uid {getuid()}" if getuid is not None else "unknown user"
 
 
 def home(environ: Mapping[str, str]) -> str:

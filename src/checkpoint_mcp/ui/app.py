@@ -9,7 +9,6 @@ audit record as `checkpoint journal show` and `resolve`).
 
 from __future__ import annotations
 
-import getpass
 import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -28,6 +27,7 @@ from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import CheckpointError, JournalError, UpstreamError, UsageError, WorkflowOwned
 from checkpoint_mcp.journal import operations, without_password
 from checkpoint_mcp.journal.base import Journal
+from checkpoint_mcp.platforms.paths import user_name
 from checkpoint_mcp.ui import approval_list, pages, views
 from checkpoint_mcp.ui.security import (
     CSRF_FIELD,
@@ -291,7 +291,7 @@ async def decide(request: Request) -> Response:
         if decision not in ("approve", "deny"):
             raise UsageError("choose approve or deny")
         grant = decision == "approve"
-        by = getpass.getuser()
+        by = user_name()
         await _access(request).run(
             lambda j: j.approvals.decide_approval(int(number), grant, by, None if grant else reason)
         )

@@ -43,7 +43,7 @@ class BudgetCheck:
             )
             return refused(facts, refusal)
         since = iso_before(budget.per_seconds)
-        return Require(WithinBudget(scope_key(budget.scope, facts), amount, budget.most, since))
+        return Require(WithinBudget(scope_key(budget.scope, facts, budget.part), amount, budget.most, since))
 
     def unmet(self, call: Call, facts: Facts, unmet: Unmet) -> Verdict:
         """Over the budget: refused, saying when enough of the window's oldest calls leave it for this one."""

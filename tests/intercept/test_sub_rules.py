@@ -6,7 +6,6 @@ counted apart from the tool's other calls, its approval; the journal records whi
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import tomllib
 from pathlib import Path
@@ -16,9 +15,10 @@ import pytest
 
 from checkpoint_mcp.errors import UsageError
 from checkpoint_mcp.intercept.policy import Approve, Policy, Repeat, ToolRule, WithinSession, load_policy, parse_policy
+from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED, LIMIT_REACHED, REPEAT_REFUSED
 
-from support import DEFAULT_TIMEOUT, ProxyProcess, checkpoint_argv, done_count, server_cmd
+from support import DEFAULT_TIMEOUT, ProxyProcess, checkpoint_argv, done_count, journal_calls, server_cmd
 
 SHELL = """
 [default]
@@ -233,8 +233,9 @@ approve = "operator"
 """
 
 
-def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_one_decided(tmp_path: Path) -> None:
-    journal = str(tmp_path / "j.db")
+def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_one_decided(
+    tmp_path: Path, journal: str
+) -> None:
     (tmp_path / "policy.toml").write_text(PROXIED, encoding="utf-8")
     effects = tmp_path / "e.jsonl"
     argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--workflow-id", "wf")
@@ -264,9 +265,8 @@ def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_on
         assert again["error"]["data"]["rule"] == "tools.send_quiet.when.push"
         assert second.close() == 0, second.stderr
     assert done_count(effects, "send_quiet") == 6
-    con = sqlite3.connect(journal)
-    rows = con.execute("SELECT json_extract(arguments, '$.command'), rule, repeat_rule FROM calls ORDER BY seq")
-    assert rows.fetchall() == [
+    rows = [(json.loads(c.arguments)["command"], c.rule, c.repeat_rule) for c in journal_calls(journal, "wf")]
+    assert rows == [
         ("npm test", "tools.send_quiet", "allow"),
         ("npm test && git push", "tools.send_quiet.when.push", "refuse"),
         ("npm test && git push", "tools.send_quiet.when.push", "refuse"),
@@ -274,8 +274,13 @@ def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_on
         ("npm run build", "tools.send_quiet", "allow"),
         ("npm test", "tools.send_quiet", "allow"),
     ]
-    scopes = con.execute("SELECT scope, count(*) FROM metered GROUP BY scope ORDER BY scope").fetchall()
-    con.close()
+    opened = open_journal(journal)
+    try:
+        scopes = [
+            tuple(row) for row in opened.execute("SELECT scope, count(*) FROM metered GROUP BY scope ORDER BY scope")
+        ]
+    finally:
+        opened.close()
     assert scopes == [("workflow:wf", 5), ("workflow:wf when:deploy", 1)], (
         "push shares the tool's limit; deploy has its own"
     )
@@ -286,6 +291,6 @@ def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_on
         timeout=DEFAULT_TIMEOUT,
         check=True,
     )
-    header = shown.stdout.splitlines()[3]
+    [header] = [line for line in shown.stdout.splitlines() if line.startswith("SEQ ")]
     assert header.split()[-1] == "RULE", shown.stdout
     assert any(line.endswith("tools.send_quiet.when.push") for line in shown.stdout.splitlines())

@@ -39,18 +39,28 @@ MAX_DEPTH: Final = 8
 
 _TOKEN: Final = re.compile(
     r"""
-      (?P<space>[ \t\r\f\v]+|\\\n)
+      (?P<space>(?:[ \t\r\f\v]|\\\n)+)
     | (?P<newline>\n)
+    | (?P<comment>\#[^\n]*)
     | (?P<redirect>[0-9]*(?:&>>?|>>?&?[0-9]*-?|>\||<<<|<<-?|<>|<&?[0-9]*-?))
     | (?P<operator>&&|\|\||\|&|;;&?|;&|[;&|()`]|\$\()
-    | (?P<single>'[^']*'?)
-    | (?P<ansi>\$'(?:\\.|[^'\\])*'?)
-    | (?P<double>"(?:\\.|[^"\\])*"?)
-    | (?P<escape>\\.)
-    | (?P<plain>[^\s'"\\;&|()<>`$]+|\$)
+    | (?P<word>(?:[^\s'"\\;&|()<>`$]+|'[^']*(?:'|\Z)|\$'(?:\\.|[^'\\])*(?:'|\Z)|"(?:\\.|[^"\\])*(?:"|\Z)
+              |\\.|\\\Z|\$(?!\())+)
     """,
     re.VERBOSE | re.DOTALL,
 )
+"""A line's tokens: a whole word (its quoted and escaped pieces included), or what ends one."""
+_PIECE: Final = re.compile(
+    r"""(?P<single>'[^']*'?)|(?P<ansi>\$'(?:\\.|[^'\\])*'?)|(?P<double>"(?:\\.|[^"\\])*"?)|(?P<escape>\\.?)
+    |(?P<plain>[^'"\\$]+|\$)""",
+    re.VERBOSE | re.DOTALL,
+)
+"""The pieces of a word that holds quotes or escapes, each unquoted as the shell does."""
+_QUOTING: Final = re.compile(r"['\"\\\\$]")
+_DUPLICATED: Final = re.compile(r"&[0-9]*-?$")
+_PLAIN_LINE: Final = re.compile(r"[^'\"\\`$#<>(){}]*")
+"""A line the plain reading cuts exactly: words and control operators only."""
+_CONTROL: Final = re.compile(r"&&|\|\||\|&|;;|[;&|\n]")
 _DOUBLE_ESCAPE: Final = re.compile(r'\\([\\"$`\n])')
 _SUBSTITUTION: Final = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
@@ -101,6 +111,12 @@ _LINES: Final[dict[str, int]] = {"eval": 0, "ssh": 1}
 def commands(line: str, depth: int = 0) -> tuple[Words, ...]:
     """Every simple command ``line`` runs, and every reading of the commands behind its wrappers, in order."""
     found: list[Words] = []
+    if _PLAIN_LINE.fullmatch(line):  # no quote, escape, substitution, comment, group or redirection: most lines
+        for part in _CONTROL.split(line):
+            words = _command(part.split())
+            if words:
+                found.extend(_readings(words, depth))
+        return tuple(found)
     for words in _simple(line, found, depth):
         found.extend(_readings(words, depth))
     return tuple(found)
@@ -123,6 +139,8 @@ def argv_commands(argv: Sequence[str], depth: int = 0) -> tuple[Words, ...]:
 def program(word: str) -> str:
     """The program a command's first word names: its last path part, without an npm version (``tool@3``) or a
     Windows ``.exe``, ``.cmd``, ``.bat`` or ``.ps1`` ending."""
+    if word.isalnum():  # git, npm, kubectl: most programs
+        return word
     name = word.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
     if "@" in name[1:]:  # npx wrangler@3, npx @scope/tool@latest
         name = name[: name.index("@", 1)]
@@ -132,72 +150,39 @@ def program(word: str) -> str:
 
 def _simple(line: str, nested: list[Words], depth: int) -> Iterator[Words]:
     """The simple commands of ``line``, as written; commands substituted inside double quotes go to ``nested``."""
-    lexer = _Lexer(line, nested, depth)
-    while lexer.position < len(line):
-        match = _TOKEN.match(line, lexer.position)
-        if match is None:  # an unclosed quote: the rest is one word
-            lexer.piece(line[lexer.position :])
-            break
-        lexer.position = match.end()
-        kind, text = match.lastgroup or "", match.group()
-        if kind in _PIECES:
-            lexer.take(kind, text)
-            continue
-        lexer.end_word()
-        if kind == "redirect":
-            lexer.redirect(text)
+    words: list[str] = []
+    skip_next = False  # a redirection's target is not a word of the command
+    heredocs: list[tuple[str, bool]] = []  # here-documents to skip at the line's end (delimiter, tabs)
+    position, end = 0, len(line)
+    while position < end:
+        match = _TOKEN.match(line, position)
+        assert match is not None, "every character starts a token"
+        position = match.end()
+        kind = match.lastgroup
+        if kind == "word":
+            text = match.group()
+            if _QUOTING.search(text):
+                text = "".join(_unquoted(p.lastgroup, p.group(), nested, depth) for p in _PIECE.finditer(text))
+            if not skip_next:
+                words.append(text)
+            elif heredocs and heredocs[-1][0] == "":
+                skip_next, heredocs[-1] = False, (text, heredocs[-1][1])
+            else:
+                skip_next = False
+        elif kind == "redirect":
+            text = match.group()
+            skip_next = not _DUPLICATED.search(text) or text.endswith(">&")
+            if text in ("<<", "<<-"):
+                heredocs.append(("", text == "<<-"))
         elif kind in ("operator", "newline"):
-            yield from lexer.end_command(kind == "newline")
-    lexer.end_word()
-    yield from lexer.end_command(False)
-
-
-_PIECES: Final = frozenset({"plain", "single", "ansi", "double", "escape"})
-
-
-class _Lexer:
-    """The state of one line's reading: the command's words so far, the word being read, what to skip."""
-
-    def __init__(self, line: str, nested: list[Words], depth: int) -> None:
-        self.line, self.nested, self.depth = line, nested, depth
-        self.position = 0
-        self.words: list[str] = []
-        self.word: list[str] | None = None
-        self.skip_next = False  # a redirection's target is not a word of the command
-        self.heredocs: list[tuple[str, bool]] = []  # here-documents to skip at the line's end (delimiter, tabs)
-
-    def piece(self, text: str) -> None:
-        self.word = [*(self.word or []), text]
-
-    def take(self, kind: str, text: str) -> None:
-        if kind == "plain" and text.startswith("#") and self.word is None:
-            self.position = _end_of_line(self.line, self.position)  # a comment
-        else:
-            self.piece(_unquoted(kind, text, self.nested, self.depth))
-
-    def end_word(self) -> None:
-        if self.word is None:
-            return
-        text, self.word = "".join(self.word), None
-        if not self.skip_next:
-            self.words.append(text)
-            return
-        self.skip_next = False
-        if self.heredocs and self.heredocs[-1][0] == "":
-            self.heredocs[-1] = (_strip_quotes(text), self.heredocs[-1][1])
-
-    def redirect(self, text: str) -> None:
-        self.skip_next = not re.search(r"&[0-9]*-?$", text) or text.endswith(">&")
-        if text in ("<<", "<<-"):
-            self.heredocs.append(("", text == "<<-"))
-
-    def end_command(self, newline: bool) -> Iterator[Words]:
-        if self.words:
-            yield _command(self.words)
-            self.words = []
-        if newline and self.heredocs:
-            self.position = _past_heredocs(self.line, self.position, self.heredocs)
-            self.heredocs = []
+            if words:
+                yield _command(words)
+                words = []
+            if kind == "newline" and heredocs:
+                position = _past_heredocs(line, position, heredocs)
+                heredocs = []
+    if words:
+        yield _command(words)
 
 
 def _command(words: list[str]) -> Words:
@@ -215,7 +200,7 @@ def _unquoted(kind: str | None, text: str, nested: list[Words], depth: int) -> s
     if kind == "ansi":
         return text[2:-1] if text.endswith("'") else text[2:]
     if kind == "escape":
-        return text[1]
+        return text[1:]
     if kind == "double":
         body = text[1:-1] if len(text) > 1 and text.endswith('"') else text[1:]
         if depth < MAX_DEPTH and ("$(" in body or "`" in body):
@@ -223,10 +208,6 @@ def _unquoted(kind: str | None, text: str, nested: list[Words], depth: int) -> s
                 nested.extend(commands(found.group(1) or found.group(2) or "", depth + 1))
         return _DOUBLE_ESCAPE.sub(r"\1", body)
     return text
-
-
-def _strip_quotes(text: str) -> str:
-    return text.replace("'", "").replace('"', "").replace("\\", "")
 
 
 def _end_of_line(line: str, position: int) -> int:
@@ -246,29 +227,31 @@ def _past_heredocs(line: str, position: int, heredocs: list[tuple[str, bool]]) -
     return position
 
 
-def _readings(words: Words, depth: int) -> Iterator[Words]:
+def _readings(words: Words, depth: int) -> list[Words]:
     """``words`` without leading assignments, and the commands behind its wrappers, each read likewise."""
-    yield from _readings_from(words, 0, depth, set())
+    found: list[Words] = []
+    _read_from(words, 0, depth, set(), found)
+    return found
 
 
-def _readings_from(words: Words, start: int, depth: int, seen: set[int]) -> Iterator[Words]:
-    """The readings of ``words[start:]``; ``seen``: the starts already read (each suffix is read once, so a line
-    of many wrappers and options costs its length times the options, never their product)."""
-    while start < len(words) and _ASSIGNMENT.match(words[start]):
+def _read_from(words: Words, start: int, depth: int, seen: set[int], found: list[Words]) -> None:
+    """Add the readings of ``words[start:]`` to ``found``; ``seen``: the starts already read (each suffix is read
+    once, so a line of many wrappers and options costs its length times the options, never their product)."""
+    while start < len(words) and "=" in words[start] and _ASSIGNMENT.match(words[start]):
         start += 1
     if start >= len(words) or start in seen:
         return
     seen.add(start)
-    yield words[start:]
+    found.append(words[start:])
     if depth >= MAX_DEPTH:
         return
     name = program(words[start])
     if name in _LINES:
         for begin in _after_options(words, start + 1, _LINES[name]):
-            yield from commands(" ".join(words[begin:]), depth + 1)
+            found.extend(commands(" ".join(words[begin:]), depth + 1))
         return
-    if _PYTHON.fullmatch(name) and len(words) > start + 2 and words[start + 1] == "-m":  # python3 -m twine upload
-        yield from _readings_from(words, start + 2, depth + 1, seen)
+    if name.startswith("py") and _PYTHON.fullmatch(name) and len(words) > start + 2 and words[start + 1] == "-m":
+        _read_from(words, start + 2, depth + 1, seen, found)  # python3 -m twine upload: twine upload
         return
     skip = 1
     own = _WRAPPERS.get(name)
@@ -278,8 +261,8 @@ def _readings_from(words: Words, start: int, depth: int, seen: set[int]) -> Iter
         return
     for begin in _after_options(words, start + skip, own):
         if " " in words[begin] or "\n" in words[begin]:  # sh -c 'git push', env -S 'git push'
-            yield from commands(words[begin], depth + 1)
-        yield from _readings_from(words, begin, depth + 1, seen)
+            found.extend(commands(words[begin], depth + 1))
+        _read_from(words, begin, depth + 1, seen, found)
 
 
 def _after_options(words: Words, start: int, own: int) -> Iterator[int]:

@@ -9,7 +9,9 @@ times the pieces a journaled call goes through, each alone, and lists the top fu
 sub-rule of 40 command prefixes, then with the sub-rules `init` writes for Desktop Commander's ``start_process``
 (every family of commands that act beyond the machine), on a short command and on a chained one; each call's
 command differs and falls to the tool's own rule (``repeat = "allow"``, as ``npm test`` does), so what is added
-is the choice of the rule (``ToolRule.chosen``, once per call in ``Call.of``); and the choice alone.
+is the choice of the rule (``ToolRule.chosen``, once per call in ``Call.of``); and the choice alone. This section
+counts the process's CPU time (``time.process_time_ns``), not the wall clock, so that a busy machine's other
+processes do not count.
 
 Run: ``.venv/bin/python benchmarks/micro.py [--quick] [--sub-rules]``; ``PYTHONPATH=/path/to/candidate/src``
 measures a copy.
@@ -71,13 +73,15 @@ SHAPES: dict[str, Callable[[int], bytes]] = {
 }
 
 
-def per_call_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
-    """Median over ``repeats`` of the µs per call of ``run(calls)``."""
+def per_call_us(
+    run: Callable[[int], None], calls: int, repeats: int, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
+    """Median over ``repeats`` of the µs per call of ``run(calls)``, by ``clock`` (wall time unless told)."""
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter_ns()
+        start = clock()
         run(calls)
-        samples.append((time.perf_counter_ns() - start) / calls / 1000)
+        samples.append((clock() - start) / calls / 1000)
     return percentile(sorted(samples), 0.5)
 
 
@@ -167,12 +171,13 @@ def _measure(
     relaxed: bool = False,
     policy: Any = None,
     request: Callable[[int], bytes] = echo_call,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> float:
     with tempfile.TemporaryDirectory(dir=place) as tmp:
         driver = Driver(Path(tmp) if place is not None else None, batch, answer, relaxed, policy, request)
         try:
             driver.run(batch * 4)
-            return per_call_us(driver.run, max(batch, calls - calls % batch), repeats)
+            return per_call_us(driver.run, max(batch, calls - calls % batch), repeats, clock)
         finally:
             driver.close()
 
@@ -221,7 +226,7 @@ def sub_rules(calls: int, repeats: int) -> list[list[str]]:
     policies = shell_policies()
     for label, policy in policies.items():
         for shape, line in (("short", SHORT), ("chained", CHAINED)):
-            us = _measure(SHM, 1, calls, repeats, policy=policy, request=command_call(line))
+            us = _measure(SHM, 1, calls, repeats, policy=policy, request=command_call(line), clock=time.process_time_ns)
             rows.append([label, shape, fmt(us, 1)])
     for label, policy in list(policies.items())[1:]:
         rule = policy.rule_for("echo")
@@ -232,7 +237,8 @@ def sub_rules(calls: int, repeats: int) -> list[list[str]]:
                 for _ in range(n):
                     rule.chosen(arguments)
 
-            rows.append([f"ToolRule.chosen alone: {label}", shape, fmt(per_call_us(choose, calls * 5, repeats), 2)])
+            us = per_call_us(choose, calls * 5, repeats, time.process_time_ns)
+            rows.append([f"ToolRule.chosen alone: {label}", shape, fmt(us, 2)])
     return rows
 
 
@@ -295,7 +301,7 @@ def main(argv: list[str]) -> int:
     calls, repeats = (64, 2) if args.quick else (4000, 5)
     print(f"checkpoint_mcp from {Path(checkpoint_mcp.__file__).parent}\n")
     if args.sub_rules:
-        header = ["A shell tool's calls, journaled on /dev/shm (CPU only)", "command", "µs per call"]
+        header = ["A shell tool's calls, journaled on /dev/shm (CPU only)", "command", "CPU µs per call"]
         print(table(header, sub_rules(calls, repeats)))
         return 0
     header = ["Interceptor, in-process", "calls per read", "µs per call (both directions)"]

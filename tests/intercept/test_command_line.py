@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoint_mcp.intercept.policy.argument_match import parse_match
+from checkpoint_mcp.intercept.policy.argument_match import Read, parse_match
 from checkpoint_mcp.intercept.policy.command_line import MAX_DEPTH, argv_commands, commands
 
 PUSH = parse_match({"pointer": "/command", "prefixes": ["git push", "twine upload"]}, "test")
 
 
 def runs_push(line: str) -> bool:
-    return PUSH.test({"command": line}, {})
+    return PUSH.test(Read({"command": line}))
 
 
 @pytest.mark.parametrize(
@@ -91,17 +91,17 @@ def test_a_line_that_only_mentions_a_push_does_not_run_one(line: str) -> None:
 
 
 def test_an_argument_vector_is_read_as_words_and_cut_at_operator_elements() -> None:
-    assert PUSH.test({"command": ["git", "push"]}, {})
-    assert PUSH.test({"command": ["npm", "test", "&&", "git", "push"]}, {})
-    assert PUSH.test({"command": ["sh", "-c", "npm test && git push"]}, {})
-    assert not PUSH.test({"command": ["echo", "git push"]}, {})
-    assert not PUSH.test({"command": ["git", 1]}, {}), "not an array of strings: nothing to read"
+    assert PUSH.test(Read({"command": ["git", "push"]}))
+    assert PUSH.test(Read({"command": ["npm", "test", "&&", "git", "push"]}))
+    assert PUSH.test(Read({"command": ["sh", "-c", "npm test && git push"]}))
+    assert not PUSH.test(Read({"command": ["echo", "git push"]}))
+    assert not PUSH.test(Read({"command": ["git", 1]})), "not an array of strings: nothing to read"
     assert argv_commands(["a", "|", "b", "c"]) == (("a",), ("b", "c"))
 
 
 def test_a_value_that_is_not_a_command_matches_nothing() -> None:
     for arguments in ({}, {"command": None}, {"command": 42}, {"command": {"line": "git push"}}):
-        assert not PUSH.test(arguments, {})
+        assert not PUSH.test(Read(arguments))
 
 
 def test_the_reading_of_wrappers_keeps_both_readings_of_a_word_after_an_option() -> None:

@@ -206,6 +206,8 @@ def test_policy_check_shows_each_sub_rule_under_its_tool_in_order(tmp_path: Path
         ("deploy", "repeat allow", "tools.run.when.deploy"),
         ("any-git", "repeat replay", "tools.run.when.any-git"),
     ]
+    assert (row["when"][0]["pointers"], row["when"][0]["prefixes"]) == (["/command"], ["git push", "npm publish"])
+    assert row["when"][1]["regex"] == r"curl\s.*-X\s*POST"
     assert row["when"][2]["approve"] == "operator"
     assert row["when"][2]["limit"] == {"calls": 1, "perSeconds": 3600.0, "scope": "workflow"}
 

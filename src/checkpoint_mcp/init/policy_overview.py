@@ -73,6 +73,6 @@ def _source(written: Written) -> str:
     """Where the tables came from."""
     if written.profile is not None:
         return f"reviewed profile {written.profile.title} {written.profile.reviewed}"
-    if any(p.kind is Kind.GUESSED_READ for p in written.proposals):
+    if any(p.kind is Kind.GUESSED_READ or p.guessed_shell for p in written.proposals):
         return "hints, names"
     return "hints"

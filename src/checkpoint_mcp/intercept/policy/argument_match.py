@@ -34,6 +34,8 @@ from checkpoint_mcp.intercept.policy.command_line import Words, argv_commands, c
 from checkpoint_mcp.intercept.policy.pointer import PointerError, parse_pointer, resolve
 
 MATCH_KEYS: Final = frozenset({"pointer", "prefixes", "regex"})
+SHOWN_PREFIXES: Final = 6  # prefixes a description names before it counts the rest
+SHOWN_REGEX: Final = 60  # characters of a regular expression a description shows
 _NOT_IN_PREFIX: Final = re.compile(r"""['"\\;&|()<>`$]""")
 
 
@@ -62,33 +64,67 @@ class ArgumentMatch:
     prefixes: CommandPrefixes | None = None
     regex: re.Pattern[str] | None = None
 
-    def test(self, arguments: Mapping[str, Any], read: dict[str, tuple[Words, ...]]) -> bool:
-        """Whether the arguments match; ``read`` keeps each pointer's commands for the next sub-rule of the call."""
+    def test(self, read: Read) -> bool:
+        """Whether the arguments ``read`` holds match (``read`` keeps what each pointer holds for the next test)."""
         for pointer, tokens in zip(self.pointers, self.tokens, strict=True):
-            value = resolve(arguments, tokens)
-            if isinstance(value, list) and not all(isinstance(item, str) for item in value):
-                continue
-            if not isinstance(value, str | list):
-                continue
             if self.regex is not None:
-                if self.regex.search(value if isinstance(value, str) else " ".join(value)):
+                text = read.text(pointer, tokens)
+                if text is not None and self.regex.search(text):
                     return True
-                continue
-            assert self.prefixes is not None
-            lines = read.get(pointer)
-            if lines is None:
-                lines = read[pointer] = commands(value) if isinstance(value, str) else argv_commands(value)
-            if self.prefixes.test(lines):
+            elif self.prefixes is not None and self.prefixes.test(read.lines(pointer, tokens)):
                 return True
         return False
 
     def describe(self) -> str:
-        """The test in words, for `checkpoint policy check`: ``/command starts with git push, docker push``."""
+        """The test in words, for `checkpoint policy check`: ``/command runs git push, docker push``; a long list
+        or expression is cut (``…, and 11 more``; ``…/``)."""
         where = " or ".join(self.pointers)
         if self.regex is not None:
-            return f"{where} matches /{self.regex.pattern}/"
+            pattern = self.regex.pattern
+            return f"{where} matches /{pattern if len(pattern) <= SHOWN_REGEX else pattern[:SHOWN_REGEX] + '…'}/"
         assert self.prefixes is not None
-        return f"{where} runs {', '.join(self.prefixes.written)}"
+        written = self.prefixes.written
+        shown = ", ".join(written[:SHOWN_PREFIXES])
+        more = len(written) - SHOWN_PREFIXES
+        return f"{where} runs {shown}" + (f", and {more} more" if more > 0 else "")
+
+
+class Read:
+    """A call's arguments as the sub-rules of its tool test them: the value at each pointer, as a string (an array
+    of strings joined by spaces) and as the commands it runs, each read once for all the sub-rules of the call."""
+
+    __slots__ = ("_arguments", "_lines", "_texts")
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        self._arguments = arguments
+        self._texts: dict[str, str | None] = {}
+        self._lines: dict[str, tuple[Words, ...]] = {}
+
+    def text(self, pointer: str, tokens: tuple[str, ...]) -> str | None:
+        """The string at ``pointer`` (an array of strings: joined by spaces), or None."""
+        if pointer in self._texts:
+            return self._texts[pointer]
+        value = resolve(self._arguments, tokens)
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            text: str | None = " ".join(value)
+        else:
+            text = value if isinstance(value, str) else None
+        self._texts[pointer] = text
+        return text
+
+    def lines(self, pointer: str, tokens: tuple[str, ...]) -> tuple[Words, ...]:
+        """The commands the value at ``pointer`` runs (``command_line``); none for a value that is not text."""
+        found = self._lines.get(pointer)
+        if found is None:
+            value = resolve(self._arguments, tokens)
+            if isinstance(value, str):
+                found = commands(value)
+            elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+                found = argv_commands(value)
+            else:
+                found = ()
+            self._lines[pointer] = found
+        return found
 
 
 def parse_match(table: Mapping[str, Any], at: str) -> ArgumentMatch:

@@ -103,7 +103,14 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
     row["when"] = None
     if rule.when and journaled:
         row["when"] = [
-            {"name": sub.name, "test": sub.match.describe(), **_row(name, sub.rule, hinted, trust_annotations)}
+            {
+                "name": sub.name,
+                "test": sub.match.describe(),
+                "pointers": list(sub.match.pointers),
+                "prefixes": list(sub.match.prefixes.written) if sub.match.prefixes is not None else None,
+                "regex": sub.match.regex.pattern if sub.match.regex is not None else None,
+                **_row(name, sub.rule, hinted, trust_annotations),
+            }
             for sub in rule.when
         ]
     return row

@@ -22,8 +22,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from checkpoint_mcp.errors import UsageError
-from checkpoint_mcp.intercept.policy.argument_match import ArgumentMatch
-from checkpoint_mcp.intercept.policy.command_line import Words
+from checkpoint_mcp.intercept.policy.argument_match import ArgumentMatch, Read
 from checkpoint_mcp.intercept.policy.identity import IdentityRule
 from checkpoint_mcp.intercept.policy.pointer import MISSING, resolve
 
@@ -165,9 +164,9 @@ class ToolRule:
         """The rule of a call with ``arguments``: the first sub-rule whose test matches, else this rule."""
         if not self.when:
             return self
-        read: dict[str, tuple[Words, ...]] = {}  # each pointer's commands, read once for every sub-rule
+        read = Read(arguments)  # what each pointer holds, read once for every sub-rule
         for sub in self.when:
-            if sub.match.test(arguments, read):
+            if sub.match.test(read):
                 return sub.rule
         return self
 

@@ -5,7 +5,16 @@ read) and times them, once with the journal on the benchmark's disk (durable com
 (tmpfs: an fsync costs nothing there, so what is left is CPU), one call per batch and 32 per batch. Then it
 times the pieces a journaled call goes through, each alone, and lists the top functions of a cProfile run.
 
-Run: ``.venv/bin/python benchmarks/micro.py [--quick]``; ``PYTHONPATH=/path/to/candidate/src`` measures a copy.
+``--sub-rules`` (issue 43) times a shell tool's calls under a tool policy: its own table alone, then with one
+sub-rule of 40 command prefixes, then with the sub-rules `init` writes for Desktop Commander's ``start_process``
+(every family of commands that act beyond the machine), on a short command and on a chained one; each call's
+command differs and falls to the tool's own rule (``repeat = "allow"``, as ``npm test`` does), so what is added
+is the choice of the rule (``ToolRule.chosen``, once per call in ``Call.of``); and the choice alone. This section
+counts the process's CPU time (``time.process_time_ns``), not the wall clock, so that a busy machine's other
+processes do not count.
+
+Run: ``.venv/bin/python benchmarks/micro.py [--quick] [--sub-rules]``; ``PYTHONPATH=/path/to/candidate/src``
+measures a copy.
 """
 
 from __future__ import annotations
@@ -64,13 +73,15 @@ SHAPES: dict[str, Callable[[int], bytes]] = {
 }
 
 
-def per_call_us(run: Callable[[int], None], calls: int, repeats: int) -> float:
-    """Median over ``repeats`` of the µs per call of ``run(calls)``."""
+def per_call_us(
+    run: Callable[[int], None], calls: int, repeats: int, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
+    """Median over ``repeats`` of the µs per call of ``run(calls)``, by ``clock`` (wall time unless told)."""
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter_ns()
+        start = clock()
         run(calls)
-        samples.append((time.perf_counter_ns() - start) / calls / 1000)
+        samples.append((clock() - start) / calls / 1000)
     return percentile(sorted(samples), 0.5)
 
 
@@ -78,12 +89,19 @@ class Driver:
     """An interceptor with (or without) a journal, fed request and reply lines with fresh ids."""
 
     def __init__(
-        self, journal_dir: Path | None, batch: int, answer: Callable[[int], bytes] = reply, relaxed: bool = False
+        self,
+        journal_dir: Path | None,
+        batch: int,
+        answer: Callable[[int], bytes] = reply,
+        relaxed: bool = False,
+        policy: Any = None,
+        request: Callable[[int], bytes] = echo_call,
     ) -> None:
         self.journal = SqliteJournal(str(journal_dir / "journal.db")) if journal_dir is not None else None
         path = self.journal.location if self.journal is not None else None
-        config = ProxyConfig(upstream_cmd="unused", journal=path, relaxed_completions=relaxed)
+        config = ProxyConfig(upstream_cmd="unused", journal=path, relaxed_completions=relaxed, policy=policy)
         self.answer = answer
+        self.request = request
         self._owner: Any = None
         journal: Any = self.journal  # typed against this tree's API; main's (16d5351+) takes a lineage instead
         if journal is not None and hasattr(journal, "lineage"):
@@ -100,7 +118,7 @@ class Driver:
         while done < calls:
             ids = range(self.next_id, self.next_id + self.batch)
             self.next_id += self.batch
-            sent = self.interceptor.from_client([echo_call(i) for i in ids])
+            sent = self.interceptor.from_client([self.request(i) for i in ids])
             forwarded = sent.to_upstream + self.interceptor.flush().to_upstream
             if len(forwarded) != self.batch:
                 raise RuntimeError(f"not forwarded: {sent}")
@@ -151,14 +169,77 @@ def _measure(
     repeats: int,
     answer: Callable[[int], bytes] = reply,
     relaxed: bool = False,
+    policy: Any = None,
+    request: Callable[[int], bytes] = echo_call,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> float:
     with tempfile.TemporaryDirectory(dir=place) as tmp:
-        driver = Driver(Path(tmp) if place is not None else None, batch, answer, relaxed)
+        driver = Driver(Path(tmp) if place is not None else None, batch, answer, relaxed, policy, request)
         try:
             driver.run(batch * 4)
-            return per_call_us(driver.run, max(batch, calls - calls % batch), repeats)
+            return per_call_us(driver.run, max(batch, calls - calls % batch), repeats, clock)
         finally:
             driver.close()
+
+
+PREFIXES_40 = [f"tool{n} deploy" for n in range(39)] + ["git push"]
+"""Forty command prefixes, the last of which a chained command could hide."""
+SHORT = "npm test -- --shard=%d"
+CHAINED = "cd /work/app && npm ci --no-audit && npm test -- --shard=%d | tee test.log"
+
+
+def shell_policies() -> dict[str, Any]:
+    """The policies of the sub-rules section, by label: the tool's own table, 40 prefixes, Desktop Commander's."""
+    import tomllib
+
+    from checkpoint_mcp.init.policies import Listing, written
+    from checkpoint_mcp.init.profiles import profiles
+    from checkpoint_mcp.intercept.policy import parse_policy
+
+    own = '[tools.echo]\nrepeat = "allow"\n'
+    prefixes = ", ".join(f'"{p}"' for p in PREFIXES_40)
+    forty = (
+        own + f'[[tools.echo.when]]\nname = "forty"\npointer = "/command"\nrepeat = "refuse"\nprefixes = [{prefixes}]\n'
+    )
+    desktop = next(p for p in profiles() if p.name == "desktop-commander")
+    tools = [{"name": t, "annotations": dict(table.hints)} for t, table in desktop.tables.items()]
+    text = written("dc", Listing(tools, {"name": "desktop-commander"})).text
+    text = text.replace("tools.start_process", "tools.echo")
+    return {
+        "no policy": None,
+        "the tool's own table (repeat = allow)": parse_policy(tomllib.loads(own), "own"),
+        "+ 1 sub-rule of 40 prefixes": parse_policy(tomllib.loads(forty), "forty"),
+        "+ Desktop Commander's sub-rules (init)": parse_policy(tomllib.loads(text), "dc"),
+    }
+
+
+def command_call(line: str) -> Callable[[int], bytes]:
+    """``tools/call`` lines of ``echo`` whose ``command`` is ``line`` (one ``%d``: the call's id, so each differs)."""
+    head = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"command":'
+    encoded = (head + json.dumps(line) + "}}}\n").encode()
+    return lambda ident: encoded % (ident, ident)
+
+
+def sub_rules(calls: int, repeats: int) -> list[list[str]]:
+    """Rows: per-call µs of the journaled interceptor on /dev/shm under each policy, and the rule's choice alone."""
+    rows = []
+    policies = shell_policies()
+    for label, policy in policies.items():
+        for shape, line in (("short", SHORT), ("chained", CHAINED)):
+            us = _measure(SHM, 1, calls, repeats, policy=policy, request=command_call(line), clock=time.process_time_ns)
+            rows.append([label, shape, fmt(us, 1)])
+    for label, policy in list(policies.items())[1:]:
+        rule = policy.rule_for("echo")
+        for shape, line in (("short", SHORT), ("chained", CHAINED)):
+            arguments = {"command": line % 7}
+
+            def choose(n: int, rule: Any = rule, arguments: dict[str, Any] = arguments) -> None:
+                for _ in range(n):
+                    rule.chosen(arguments)
+
+            us = per_call_us(choose, calls * 5, repeats, time.process_time_ns)
+            rows.append([f"ToolRule.chosen alone: {label}", shape, fmt(us, 2)])
+    return rows
 
 
 def pieces(calls: int, repeats: int) -> list[list[str]]:
@@ -215,9 +296,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny counts")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()), help="the 'disk' journal's dir")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of the journaled path")
+    parser.add_argument("--sub-rules", action="store_true", help="only the sub-rules section (issue 43)")
     args = parser.parse_args(argv)
     calls, repeats = (64, 2) if args.quick else (4000, 5)
     print(f"checkpoint_mcp from {Path(checkpoint_mcp.__file__).parent}\n")
+    if args.sub_rules:
+        header = ["A shell tool's calls, journaled on /dev/shm (CPU only)", "command", "CPU µs per call"]
+        print(table(header, sub_rules(calls, repeats)))
+        return 0
     header = ["Interceptor, in-process", "calls per read", "µs per call (both directions)"]
     print(table(header, end_to_end(args.tmp, calls, repeats)))
     print()

@@ -62,6 +62,8 @@ class RealServer:
             entry["env"] = {"MEMORY_FILE_PATH": str(folder / "memory.jsonl")}
         elif self.profile == "sequential-thinking":
             entry["env"] = {"DISABLE_THOUGHT_LOGGING": "true"}
+        elif self.profile == "desktop-commander":
+            entry["env"] = desktop_commander_env(folder)
         return entry
 
     def _package_folder(self) -> Path:
@@ -93,11 +95,26 @@ SERVERS = (
     RealServer("memory", "@modelcontextprotocol/server-memory", "dist/index.js"),
     RealServer("sequential-thinking", "@modelcontextprotocol/server-sequential-thinking", "dist/index.js"),
     RealServer("context7", "@upstash/context7-mcp", "dist/index.js"),
+    RealServer("desktop-commander", "@wonderwhy-er/desktop-commander", "dist/index.js"),
+    RealServer("commands", "mcp-server-commands", "build/index.js"),
     RealServer("git", "mcp-server-git"),
     RealServer("fetch", "mcp-server-fetch"),
     RealServer("time", "mcp-server-time"),
 )
 BY_PROFILE = {server.profile: server for server in SERVERS}
+
+
+def desktop_commander_env(folder: Path) -> dict[str, str]:
+    """Desktop Commander keeps its settings in ``~/.claude-server-commander/``: a home of its own under ``folder``,
+    its telemetry off (``DESKTOP_COMMANDER_DISABLE_TELEMETRY``), and its feature flags asked of a port that refuses
+    (``DC_FLAG_URL``), so that it calls nothing outside this machine."""
+    home = folder / "dc-home"
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home),
+        "DESKTOP_COMMANDER_DISABLE_TELEMETRY": "1",
+        "DC_FLAG_URL": "http://127.0.0.1:9/flags.json",
+    }
 
 
 def git(repository: Path, *args: str) -> str:

@@ -186,6 +186,14 @@ GOOD_HEAD = '[profile]\ntitle = "x"\nreviewed = "1"\nserver_names = ["x"]\nrecog
         ),
         (GOOD_HEAD + "[tools.a]\nhints = {}\njournal = false\n", "[tools.a] why: must be a non-empty string"),
         (
+            GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\nrepeat = "allow"\ncaught_commands = "/command"\n',
+            "[tools.a] caught_commands: must be a non-empty array of JSON pointers",
+        ),
+        (
+            GOOD_HEAD + '[tools.a]\nhints = {}\nwhy = "w"\nrepeat = "allow"\nignore = ["timeout"]\n',
+            "[tools.a] ignore: must be a non-empty array of JSON pointers",
+        ),
+        (
             GOOD_HEAD.replace('["a"]', '["b"]') + '[tools.a]\nhints = {}\nwhy = "w"\njournal = false\n',
             "recognise_by: names tools the profile has no table for: ['b']",
         ),

@@ -1,5 +1,5 @@
-"""What `checkpoint init` prints for a project with the ten servers people install most (each at its pinned version)
-and two of ours: a screenful, one row per server saying where its tables came from, and the few tools to review;
+"""What `checkpoint init` prints for a project with the twelve servers people install most (each at its pinned
+version) and two of ours: a screenful, one row per server saying where its tables came from, and the few tools to review;
 the policy files' diffs only with --diff (or --dry-run)."""
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ def mcp_json(tmp_path: Path) -> dict[str, object]:
 
 
 @pytest.mark.timeout(240)
-def test_init_says_what_it_did_for_twelve_servers_in_a_screenful_and_the_diffs_only_when_asked(tmp_path: Path) -> None:
+def test_init_says_what_it_did_for_fourteen_servers_in_a_screenful_and_the_diffs_only_when_asked(
+    tmp_path: Path,
+) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / ".mcp.json").write_text(json.dumps(mcp_json(tmp_path), indent=2))
 
     dry = run_init("--project", str(project), "--dry-run", "--list-timeout", "90")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.count("\n+++ ") + dry.stdout.startswith("+++ ") >= 12, "--dry-run prints every file's diff"
+    assert dry.stdout.count("\n+++ ") + dry.stdout.startswith("+++ ") >= 14, "--dry-run prints every file's diff"
 
     done = run_init("--project", str(project), "--list-timeout", "90")
     assert done.returncode == 0, done.stderr
@@ -47,6 +49,10 @@ def test_init_says_what_it_did_for_twelve_servers_in_a_screenful_and_the_diffs_o
     counts = {name: [int(n) for n in row.split()[1:6]] for name, row in rows.items()}
     assert counts["github"] == [26, 14, 0, 0, 12], "the npm GitHub server has no hints: its profile says what reads"
     assert counts["playwright"] == [25, 7, 0, 18, 0], "a browser's interactions repeat freely"
+    assert counts["desktop-commander"] == [26, 14, 0, 12, 0], (
+        "its commands repeat; those beyond the machine are sub-rules"
+    )
+    assert counts["commands"] == [1, 0, 0, 1, 0]
     assert counts["desk"] == [4, 0, 3, 0, 1]
     assert rows["desk"].endswith("hints, names")
     assert counts["mailbox"] == [2, 1, 0, 0, 1]
@@ -61,5 +67,5 @@ def test_init_says_what_it_did_for_twelve_servers_in_a_screenful_and_the_diffs_o
     )
 
     policies = project / ".checkpoint" / "policies"
-    assert len(list(policies.iterdir())) == 12
+    assert len(list(policies.iterdir())) == 14
     assert "--- " not in done.stderr

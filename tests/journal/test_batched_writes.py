@@ -54,7 +54,13 @@ def _reserve_all(opened: Journal, keyed: bool = False) -> None:
         unit.reserve(
             "wf",
             seq,
-            NewCall("send_email", _arguments(seq), f"sig-{seq}", key=f"key-{seq}" if keyed and seq % 2 else None),
+            NewCall(
+                "send_email",
+                _arguments(seq),
+                f"sig-{seq}",
+                key=f"key-{seq}" if keyed and seq % 2 else None,
+                rule=f"tools.send_email.when.r{seq}" if keyed and seq % 3 else None,  # schema 8, NULLs mixed in
+            ),
         )
     unit.commit()
 
@@ -79,6 +85,7 @@ def test_many_calls_in_one_commit_are_written_and_chained_as_one_by_one(opened: 
     for seq, record in calls.items():
         assert record.arguments == _arguments(seq)
         assert record.key == (f"key-{seq}" if seq % 2 else None)
+        assert record.rule == (f"tools.send_email.when.r{seq}" if seq % 3 else None)
         if seq in settled_meanwhile:  # the operator's decision stands
             assert (record.state, record.outcome) == (CallState.FAILED, OPERATOR_FAILED)
         else:

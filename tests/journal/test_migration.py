@@ -173,7 +173,7 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         principals = journal.execute("SELECT workflow_id, principal FROM workflows").fetchall()
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert "calls_by_signature" in indexes
     assert "approvals_by_call" in indexes  # v6: approval requests
     assert principals == [("wf", None)]  # v7: whose a workflow is (none: it was journaled without tokens)
@@ -352,7 +352,7 @@ def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
         con.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
         con.commit()
         con.close()
-        assert version == SCHEMA_VERSION == 7
+        assert version == SCHEMA_VERSION == 8
         assert "calls_by_identity" in indexes
     else:
         with psycopg.connect(journal) as conn:
@@ -411,8 +411,95 @@ def test_a_version_6_journal_learns_which_results_were_tool_errors_so_a_retry_of
     marks = con.execute("SELECT seq, tool_error FROM calls ORDER BY seq").fetchall()
     tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     con.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
     assert marks == [(1, 1), (2, 0), (3, 0)]
     assert {"metered", "session_starts"} <= tables
     code, report = verify(str(journal))
+    assert code == 0, report
+
+
+SUB_RULED = """
+[tools.send_email]
+repeat = "allow"                 # a mail to anyone else repeats
+[[tools.send_email.when]]
+name = "to-bob"
+pointer = "/to"
+regex = '^bob@'
+repeat = "refuse"
+"""
+
+
+def write_v7_journal(journal: str, backend: str) -> None:
+    """A journal exactly as schema version 7 left it, with one completed send_email to bob."""
+    sent = '{"content":[{"type":"text","text":"sent"}]}'
+    row = ("wf", 1, "send_email", '{"to":"bob@x"}', call_signature("send_email", {"to": "bob@x"}), sent, utc_now())
+    insert = (
+        "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at)"
+        " VALUES (?, ?, ?, ?, ?, 'COMPLETED', ?, ?, ?)"
+    )
+    if backend == "sqlite":
+        con = sqlite3.connect(journal)
+        for version in range(1, 8):
+            for statement in MIGRATIONS[version]:
+                con.execute(statement)
+        con.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', ?)", (utc_now(),))
+        con.execute(insert, (*row, utc_now()))
+        start_chains(con.execute, None, 7, utc_now())
+        con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        con.execute("PRAGMA user_version = 7")
+        con.commit()
+        con.close()
+        return
+    with psycopg.connect(journal) as conn:
+        for version in range(1, 8):
+            for statement in postgres.MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO checkpoint_meta VALUES ('application', 'checkpoint-journal'), ('schema_version', '7')"
+        )
+        conn.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', %s)", (utc_now(),))
+        conn.execute(insert.replace("?", "%s"), (*row, utc_now()))
+        start_chains(lambda sql, params=(): conn.execute(sql.replace("?", "%s"), params), None, 7, utc_now())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_version_7_journal_gains_the_rule_column_and_records_which_sub_rule_decided_each_call(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    journal = str(tmp_path / "j.db") if backend == "sqlite" else str(request.getfixturevalue("pg_url"))
+    write_v7_journal(journal, backend)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(SUB_RULED, encoding="utf-8")
+    env = {"EFFECTS_FILE": str(tmp_path / "effects.jsonl")}
+    argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--workflow-id", "wf")
+    replies = []
+    for to in ("alice@x", "alice@x", "bob@y", "bob@x"):  # each from a fresh proxy: a new session
+        with ProxyProcess(*argv, "--policy", str(policy), env=env) as p:
+            p.initialize()
+            replies.append(p.call("send_email", {"to": to}))
+            assert p.close() == 0, p.stderr
+    assert ["result" in reply for reply in replies] == [True, True, True, False]
+    assert replies[3]["error"]["code"] == REPEAT_REFUSED, "bob's mail of before the upgrade is caught"
+    assert replies[3]["error"]["data"]["rule"] == "tools.send_email.when.to-bob"
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 3
+    rows = [(c.seq, c.rule, c.repeat_rule) for c in journal_calls(journal, "wf")]
+    assert rows == [
+        (1, None, None),  # journaled before the upgrade: no rule recorded
+        (2, "tools.send_email", "allow"),
+        (3, "tools.send_email", "allow"),
+        (4, "tools.send_email.when.to-bob", "refuse"),
+    ]
+    if backend == "postgres":
+        with psycopg.connect(journal) as conn:
+            meta = conn.execute("SELECT value FROM checkpoint_meta WHERE key = 'schema_version'").fetchone()
+        assert meta == (str(SCHEMA_VERSION),)
+    shown = subprocess.run(
+        checkpoint_argv("journal", "show", "--journal", journal, "wf", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert [call["rule"] for call in json.loads(shown.stdout)["calls"]] == [row[1] for row in rows]
+    code, report = verify(journal)
     assert code == 0, report

@@ -57,3 +57,40 @@ def test_the_brief_lists_the_mail_as_done_the_tool_error_as_failed_and_counts_th
     assert "- `send_email` refused by its limit 1×" in refused
     assert "the next may run after " in refused
     assert len(brief) < 3000, brief  # sixty clicks take one line
+
+
+SUB_RULED = """\
+[tools.send_email]
+repeat = "allow"
+[[tools.send_email.when]]
+name = "to-bob"
+pointer = "/to"
+regex = "^bob"
+repeat = "refuse"
+"""
+
+
+def test_a_call_a_sub_rule_decided_is_listed_with_the_rule_and_the_others_are_counted(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.db")
+    (tmp_path / "policy.toml").write_text(SUB_RULED, encoding="utf-8")
+    argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--workflow-id", "wf")
+    with ProxyProcess(
+        *argv, "--policy", str(tmp_path / "policy.toml"), env={"EFFECTS_FILE": str(tmp_path / "e.jsonl")}
+    ) as p:
+        p.initialize()
+        for to in ("alice", "carol", "bob"):
+            assert "result" in p.call("send_email", {"to": to, "subject": "Invoice"})
+        assert p.close() == 0, p.stderr
+    done = subprocess.run(
+        checkpoint_argv("brief", "--project-root", str(tmp_path), "--journal", journal, "--workflow-id", "wf"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    finished = done.stdout.split("these already happened, do not redo them")[1].split("###")[0]
+    assert '`{"to":"bob","subject":"Invoice"}` ✓' in finished
+    assert "(policy rule `tools.send_email.when.to-bob`)" in finished
+    assert "alice" not in finished
+    ran = done.stdout.split("### Also ran, and their repeats run")[1].split("###")[0]
+    assert "- `send_email` ×2 (#1…#2)" in ran

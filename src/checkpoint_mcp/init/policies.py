@@ -10,7 +10,9 @@ Each tool gets one table, chosen by ``proposals`` (a reviewed profile of the ser
 the tool's ``annotations``, MCP's hints, else its name) and commented with why and with its argument names
 (``inputSchema.properties``, for ``match`` and ``ignore``); ``[default]`` protects the tools the server adds
 later. A tool that may change something is offered ``approve = "operator"`` as a comment: off by default, one
-uncommented line away from waiting for a person's approval.
+uncommented line away from waiting for a person's approval. A tool that runs shell commands (a reviewed profile's
+``caught_commands``, or `init`'s guess) gets the families of commands that act beyond the machine as its sub-rules
+(``[[tools.NAME.when]]``, ``beyond_the_machine``), refused from a later session.
 
 A server that cannot be asked gets ``[default]`` alone. This module is pure: asking the servers is the caller's
 (``cli`` does it with ``upstream``, which this room may not import), through a ``ToolLister``.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkpoint_mcp.init import profiles
+from checkpoint_mcp.init.beyond_the_machine import families
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
 from checkpoint_mcp.init.proposals import PROTECTED_KEYS, WINDOW, Proposal, propose
 
@@ -187,10 +190,58 @@ _DEFAULT: Final = (
 
 def _table(proposal: Proposal, tool: Mapping[str, Any]) -> str:
     name = proposal.tool
-    key = f"[tools.{name if _BARE_KEY.fullmatch(name) else _string(name)}]"
+    key = f"tools.{name if _BARE_KEY.fullmatch(name) else _string(name)}"
     comment = _comment(f"{proposal.why}{_arguments(tool)}")
     body = "".join(f"{line}\n" for line in proposal.keys)
-    return f"{comment}\n{key}\n{body}" + (_APPROVE if proposal.offers_approve else "")
+    text = f"{comment}\n[{key}]\n{body}" + (_APPROVE if proposal.offers_approve else "")
+    return text + (_caught(key, proposal.caught_commands) if proposal.caught_commands else "")
+
+
+def _caught(key: str, pointers: Sequence[str]) -> str:
+    """The sub-rules that refuse, from a later session, the shell commands that act beyond the machine."""
+    pointer = _string(pointers[0]) if len(pointers) == 1 else "[" + ", ".join(_string(p) for p in pointers) + "]"
+    parts = [
+        _comment(
+            f"Commands that act beyond this machine (checkpoint's list, reviewed: init/beyond_the_machine.toml): "
+            f"the same command from a later session is refused within {WINDOW}; within one session it runs. The "
+            f"first sub-rule that matches decides; a command none matches gets the table above. To extend: add a "
+            f"prefix to a list (prefixes are words a command starts with; each command of a line counts, && ; | "
+            f"$( ) sudo env npx sh -c included), or a [[{key}.when]] table of your own (name, pointer, prefixes or "
+            f"regex, repeat)."
+        )
+    ]
+    for family in families():
+        lines = [f"name = {_string(family.name)}", f"pointer = {pointer}"]
+        if family.regex is not None:
+            lines.append(f"regex = {_literal(family.regex)}")
+        else:
+            lines.append(_array("prefixes", family.prefixes))
+        lines += PROTECTED_KEYS
+        comment = _comment(f"{family.name}: {family.why}.")
+        parts.append(f"{comment}\n[[{key}.when]]\n" + "".join(f"{line}\n" for line in lines))
+    return "\n" + "\n".join(parts)
+
+
+def _array(key: str, items: Sequence[str]) -> str:
+    """``key = [...]``, its items wrapped to the comment width, one indented line a row."""
+    rows: list[str] = []
+    row = ""
+    for item in (_string(text) + "," for text in items):
+        if row and len(row) + 1 + len(item) > _COMMENT_WIDTH - 4:
+            rows.append(row)
+            row = ""
+        row = f"{row} {item}" if row else item
+    rows.append(row)
+    return f"{key} = [\n" + "".join(f"    {r}\n" for r in rows) + "]"
+
+
+def _literal(text: str) -> str:
+    """A TOML literal string for a regular expression: its backslashes as they are."""
+    if "'" not in text:
+        return f"'{text}'"
+    if "'''" not in text and not text.endswith("'"):
+        return f"'''{text}'''"
+    return _string(text)
 
 
 def _comment(text: str) -> str:

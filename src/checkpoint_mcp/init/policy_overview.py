@@ -3,8 +3,8 @@
 The files themselves (a commented table per tool, 20 to 30 lines for a browser server) are for reading at
 leisure, or printed whole with ``--diff``; the terminal gets how many tools of each server read, repeat freely,
 or are protected, where the decision came from (a reviewed profile, or the server's hints and the tools' names),
-and the few tool names a person should look at: the tools that carry no hints and were taken as destructive, and
-the ones taken as reads from their names alone.
+and the few tool names a person should look at: the tools that carry no hints and were taken as destructive, the
+ones taken as reads from their names alone, and the ones taken as shells from their names and arguments.
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ def overview(written: Sequence[Written]) -> list[str]:
                 f"review first: {w.server}'s tools {', '.join(unhinted)} have no hints, so they are protected as "
                 "destructive; a tool that only reads wants journal = false"
             )
+        shells = [p for p in w.proposals if p.guessed_shell]
+        if shells:
+            arguments = ", ".join(f"{p.tool} ({p.caught_commands[0][1:]})" for p in shells)
+            lines.append(
+                f"review the guesses: {w.server}'s tools {arguments} were taken as running shell commands from their "
+                "names and arguments: a command sent again from a later session asks to be confirmed (refused once, "
+                "runs if sent again), and those that act beyond the machine (pushes, publishes, deploys, network "
+                f"writes, messages, database writes) are refused within {WINDOW}"
+            )
         guessed = [p.tool for p in w.proposals if p.kind is Kind.GUESSED_READ]
         if guessed:
             lines.append(
@@ -64,6 +73,6 @@ def _source(written: Written) -> str:
     """Where the tables came from."""
     if written.profile is not None:
         return f"reviewed profile {written.profile.title} {written.profile.reviewed}"
-    if any(p.kind is Kind.GUESSED_READ for p in written.proposals):
+    if any(p.kind is Kind.GUESSED_READ or p.guessed_shell for p in written.proposals):
         return "hints, names"
     return "hints"

@@ -5,6 +5,10 @@ the hints the profile was reviewed with. Every other tool gets its table from wh
 
 - ``readOnlyHint: true`` → ``journal = false``: it only reads, a second read reads afresh;
 - ``idempotentHint: true`` → ``idempotent = true``: the server promises a repeat changes nothing more;
+- a name that says it runs something and a ``command``/``cmd``/``script`` argument (``beyond_the_machine``): a
+  shell, guessed → ``repeat = "confirm"`` within ``24h``, ``within_session = "run"``, and the commands that act
+  beyond the machine (pushes, publishes, deploys, network writes, messages, database writes) as sub-rules that
+  refuse their repeat from a later session: a test run sent again from a new session asks once, a push is caught;
 - ``openWorldHint: false`` → ``repeat = "allow"``, journaled: it acts on a closed, local world the agent sees and
   can change back (a repository, a memory, files), so checking out a branch again or creating again what it
   deleted runs;
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from checkpoint_mcp.init.beyond_the_machine import shell_argument
 from checkpoint_mcp.init.profiles import HINTS, Profile, ReviewedTable
 from checkpoint_mcp.init.read_names import read_word
 
@@ -31,6 +36,9 @@ WINDOW: Final = "24h"
 
 PROTECTED_KEYS: Final = ('repeat = "refuse"', f'window = "{WINDOW}"', 'within_session = "run"')
 """The keys of a protected tool, and of ``[default]``: a repeat across a loss of memory is refused."""
+SHELL_KEYS: Final = ('repeat = "confirm"', f'window = "{WINDOW}"', 'within_session = "run"')
+"""The keys of a tool guessed to run shell commands: a command sent again from a later session is refused once and
+runs when sent again (its sub-rules refuse the commands that act beyond the machine)."""
 
 
 class Kind(StrEnum):
@@ -58,6 +66,11 @@ class Proposal:
     """It carries no hint at all and was taken as destructive: one to review first."""
     profile: Profile | None = None
     """The reviewed profile the table comes from (None: from the tool's hints or name)."""
+    caught_commands: tuple[str, ...] = ()
+    """Where the tool's shell command is (JSON pointers): the commands that act beyond the machine are written as
+    its sub-rules, refused from a later session."""
+    guessed_shell: bool = False
+    """Taken from its name and its ``command`` argument to run shell commands: one to review."""
 
 
 def hints_of(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,13 +83,19 @@ def hints_of(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 def propose(name: str, tool: Mapping[str, Any], profile: Profile | None) -> Proposal:
     """The table for the tool ``name`` (``tool`` as its server lists it), from ``profile`` where that names it
-    with the hints the tool still carries, else from its hints, else from its name."""
+    with the hints the tool still carries, else from its hints, its name and its arguments."""
     hints = hints_of(tool)
     reviewed = profile.tables.get(name) if profile is not None else None
     if profile is not None and reviewed is not None and reviewed.hints == hints:
         return _reviewed(name, profile, reviewed)
-    if not hints:
-        return _from_name(name)
+    shell = shell_argument(name, tool)
+    if shell is not None and hints.get("readOnlyHint") is not True and hints.get("idempotentHint") is not True:
+        return _shell(name, shell)  # whatever else it says: what a command does depends on the command
+    return _from_hints(name, hints) if hints else _from_name(name)
+
+
+def _from_hints(name: str, hints: Mapping[str, Any]) -> Proposal:
+    """The table of a tool from the hints it carries."""
     changes = hints.get("readOnlyHint") is not True and (
         hints.get("destructiveHint") is True or hints.get("idempotentHint") is not True
     )
@@ -108,7 +127,19 @@ def _reviewed(name: str, profile: Profile, reviewed: ReviewedTable) -> Proposal:
     else:
         kind = Kind.PROTECTED
     why = f"Reviewed: {reviewed.why}"
-    return Proposal(name, kind, why, reviewed.keys(), reviewed.offers_approve, profile=profile)
+    caught = reviewed.caught_commands
+    return Proposal(name, kind, why, reviewed.keys(), reviewed.offers_approve, profile=profile, caught_commands=caught)
+
+
+def _shell(name: str, argument: str) -> Proposal:
+    """The table of a tool guessed to run shell commands (its name, and its ``argument``)."""
+    why = (
+        f"guessed from its name and its argument {argument[1:]!r} that it runs shell commands (review it): a command "
+        "sent again from a later session is refused once, and runs if sent again within 10m (repeat = "
+        '"confirm"); the commands below that act beyond this machine are refused from a later session within '
+        f"{WINDOW}; within one session every repeat runs."
+    )
+    return Proposal(name, Kind.PROTECTED, why, SHELL_KEYS, True, caught_commands=(argument,), guessed_shell=True)
 
 
 def _from_name(name: str) -> Proposal:

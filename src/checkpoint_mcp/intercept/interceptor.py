@@ -747,13 +747,7 @@ class Interceptor:
         False when the refusal stands."""
         asker, params = self._asker, message.params
         awaiting = refusal.data.get("reason") == "awaiting_approval"
-        policy = self._config.policy
-        if (
-            asker is None
-            or not awaiting
-            or policy is None
-            or policy.rule_for(params["name"]).approve is not Approve.ELICIT
-        ):
+        if asker is None or not awaiting or rule.approve is not Approve.ELICIT:
             return False
         meta = params.get("_meta")
         if isinstance(meta, dict) and asks_in_form(meta.get(CAPABILITIES_META)):  # 2026-07-28: one more round

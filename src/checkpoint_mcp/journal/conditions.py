@@ -30,6 +30,7 @@ class NewCall(NamedTuple):
     key: str | None = None  # the agent's key (``_meta.checkpoint_key`` or ``idempotencyKey``)
     identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
     repeat_rule: str | None = None  # its tool's repeat rule (refuse, replay, confirm, allow); None without a policy
+    rule: str | None = None  # the policy rule that decided it ("tools.start_process.when.push"); None without one
 
 
 class NoRepeat(NamedTuple):

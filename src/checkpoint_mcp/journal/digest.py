@@ -39,6 +39,8 @@ REPEATS_FETCH: Final = 100
 _COLUMNS: Final = "workflow_id, seq, tool, arguments, state, started_at, finished_at"
 _POLICY_SCHEMA: Final = 7  # the first schema that marks tool errors and keeps each call's repeat rule
 _COLUMNS_7: Final = f"{_COLUMNS}, tool_error, repeat_rule"
+_RULE_SCHEMA: Final = 8  # the first schema that keeps the policy rule that decided each call (issue 43)
+_COLUMNS_8: Final = f"{_COLUMNS_7}, rule"
 _RAN: Final = "coalesce(repeat_rule, '') = 'allow' AND state = 'COMPLETED' AND tool_error = 0"
 """A call that did its work and whose repeats its tool policy lets run (clicks, checkouts): counted, not listed."""
 
@@ -77,6 +79,9 @@ class Call:
     repeat_rule: str | None = None
     """The call's tool's repeat rule when it ran (``refuse``, ``replay``, ``confirm``, ``allow``); None without a
     policy, or in a journal older than schema 7."""
+    rule: str | None = None
+    """The policy rule that decided it (``tools.start_process.when.push``); None without a policy, or in a journal
+    older than schema 8."""
 
     @property
     def failed(self) -> bool:
@@ -176,11 +181,10 @@ def _short(arguments: str) -> str | None:
 
 
 def _call(row: Sequence[Any]) -> Call:
+    call = Call(row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6])
     if len(row) > 7:
-        return Call(
-            row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6], bool(row[7]), row[8]
-        )
-    return Call(row[0], int(row[1]), row[2], _short(row[3]), CallState(row[4]), row[5], row[6])
+        call = replace(call, tool_error=bool(row[7]), repeat_rule=row[8], rule=row[9] if len(row) > 9 else None)
+    return call
 
 
 def _range(start: int, limit: int | None) -> tuple[str, tuple[Any, ...]]:
@@ -305,6 +309,8 @@ class JournalReader(ABC):
 
     @property
     def _columns(self) -> str:
+        if self.schema >= _RULE_SCHEMA:
+            return _COLUMNS_8
         return _COLUMNS_7 if self.schema >= _POLICY_SCHEMA else _COLUMNS
 
     def _refused(self, lineage: Lineage, saved_at: str) -> tuple[Refused, ...]:

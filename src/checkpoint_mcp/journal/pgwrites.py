@@ -35,9 +35,9 @@ ExecuteMany = Callable[[str, Sequence[Sequence[Any]]], None]
 
 INSERT_CALLS = (
     "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
-    " identity, repeat_rule) SELECT w, s, t, a, g, 'PENDING', st, k, r, i, rr FROM unnest(%b::text[], %b::bigint[],"
-    " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])"
-    " AS u(w, s, t, a, g, st, k, r, i, rr)"
+    " identity, repeat_rule, rule) SELECT w, s, t, a, g, 'PENDING', st, k, r, i, rr, ru FROM unnest(%b::text[],"
+    " %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+    " %b::text[]) AS u(w, s, t, a, g, st, k, r, i, rr, ru)"
 )
 """``INSERT_CALL`` for every row at once (its parameters, column by column)."""
 

@@ -69,6 +69,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: _COMMON[5],
     6: _COMMON[6],
     7: _COMMON[7],
+    8: _COMMON[8],
 }
 """version -> statements that bring a journal from version-1 to version."""
 

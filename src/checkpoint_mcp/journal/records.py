@@ -39,6 +39,7 @@ class CallRecord(NamedTuple):
     identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
     tool_error: bool = False  # COMPLETED with a result that is a tool error (``isError: true``): its work not done
     repeat_rule: str | None = None  # its tool's repeat rule when it was reserved (None: no policy applied)
+    rule: str | None = None  # the policy rule that decided it, e.g. "tools.start_process.when.push" (None: no policy)
 
     @property
     def happened(self) -> bool:

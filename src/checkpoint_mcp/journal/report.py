@@ -146,6 +146,7 @@ def call_json(record: CallRecord) -> dict[str, Any]:
         "outcome": json_or_text(record.outcome),
         "startedAt": record.started_at,
         "finishedAt": record.finished_at,
+        "rule": record.rule,
     }
 
 
@@ -185,9 +186,12 @@ def render_show(summary: WorkflowSummary, calls: list[CallRecord], resolutions: 
         [f"#{r.seq}", r.tool, r.state.value, r.started_at, call_duration_text(r), short_arguments(r), r.key or ""]
         for r in calls
     ]
-    timeline = (
-        _table(["SEQ", "TOOL", "STATE", "STARTED", "DURATION", "ARGUMENTS", "KEY"], rows) if rows else "(no calls)"
-    )
+    headers = ["SEQ", "TOOL", "STATE", "STARTED", "DURATION", "ARGUMENTS", "KEY"]
+    if any(r.rule is not None for r in calls):  # the policy rule that decided each call (journal schema 8)
+        headers.append("RULE")
+        for row, r in zip(rows, calls, strict=True):
+            row.append(r.rule or "")
+    timeline = _table(headers, rows) if rows else "(no calls)"
     parts = ["\n".join(header), timeline]
     if resolutions:
         parts.append("Resolutions:\n" + "\n".join(f"  {resolution_text(r)}" for r in resolutions))
@@ -208,6 +212,7 @@ def render_call(record: CallRecord, resolutions: list[Resolution]) -> str:
         f"  finished:   {record.finished_at or '-'} ({call_duration_text(record)})",
         f"  key:        {record.key or '-'}",
         f"  signature:  {record.signature}",
+        f"  rule:       {record.rule or '-'}",
         "  arguments:",
         _indent(arguments),
         "  result:" if record.state is not CallState.FAILED else "  error:",

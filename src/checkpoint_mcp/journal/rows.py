@@ -13,15 +13,16 @@ from checkpoint_mcp.journal.records import CallRecord, CallState
 
 COLUMNS = (
     "workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at, idempotency_key,"
-    " replica_id, identity, tool_error, repeat_rule"
+    " replica_id, identity, tool_error, repeat_rule, rule"
 )
 """Every column of ``calls``, in the order ``record`` reads them."""
 
 INSERT_CALL = (
     "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, started_at, idempotency_key, replica_id,"
-    " identity, repeat_rule) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?)"
+    " identity, repeat_rule, rule) VALUES (?, ?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)"
 )
-"""A PENDING row: (workflow, seq, tool, arguments, signature, started_at, key, replica, identity, repeat_rule)."""
+"""A PENDING row: (workflow, seq, tool, arguments, signature, started_at, key, replica, identity, repeat_rule,
+rule)."""
 
 
 def insert_params(workflow: str, seq: int, call: NewCall, now: str, replica: str | None) -> tuple[Any, ...]:
@@ -37,6 +38,7 @@ def insert_params(workflow: str, seq: int, call: NewCall, now: str, replica: str
         replica,
         call.identity,
         call.repeat_rule,
+        call.rule,
     )
 
 
@@ -64,6 +66,7 @@ def record(row: Sequence[Any]) -> CallRecord:
         identity=row[11],
         tool_error=bool(row[12]),
         repeat_rule=row[13],
+        rule=row[14],
     )
 
 

@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 SQLITE_APPLICATION_ID = 0x43484B50
@@ -176,5 +176,11 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             # record wins, so every replica maps it alike. NULL: no principal's (a branch: its root's principal's).
             # A column, not a table: no new relation files for the database to keep.
             "ALTER TABLE workflows ADD COLUMN principal TEXT",
+        ),
+        8: (
+            # Issue 43: the tool policy's rule that decided the call when it was reserved, as `policy check` names
+            # it (its tool's table, or one of that table's sub-rules chosen by an argument:
+            # "tools.start_process.when.push"); NULL without a policy. `journal show` and the resume brief say it.
+            "ALTER TABLE calls ADD COLUMN rule TEXT",
         ),
     }

@@ -217,7 +217,7 @@ class _SqlUnit(UnitOfWork):
 
 def _pending_record(params: tuple[Any, ...]) -> CallRecord:
     """The PENDING row an ``INSERT_CALL`` with ``params`` writes, as reads of the unit see it before the commit."""
-    workflow, seq, tool, arguments, signature, now, key, replica, identity, repeat_rule = params
+    workflow, seq, tool, arguments, signature, now, key, replica, identity, repeat_rule, rule = params
     return CallRecord(
         workflow,
         seq,
@@ -232,6 +232,7 @@ def _pending_record(params: tuple[Any, ...]) -> CallRecord:
         replica,
         identity,
         repeat_rule=repeat_rule,
+        rule=rule,
     )
 
 

@@ -11,8 +11,9 @@ It comes after "Since this checkpoint", only when there is something to say, in 
   idempotency key (``policy_view``): sending such a call again is safe, the proxy checks it or re-sends it under
   its key, so no operator is needed;
 * **Done since the checkpoint**: the calls that did their work after the save, newest last, consecutive repeats
-  grouped (``send_email ×3``), so the agent does not redo next steps that already happened; calls a live proxy is
-  still waiting for are named too, and so are calls sent again that a tool policy caught;
+  grouped (``send_email ×3``), so the agent does not redo next steps that already happened (a call that a sub-rule
+  of its tool's policy decided names the rule: which kind of command it was); calls a live proxy is still waiting
+  for are named too, and so are calls sent again that a tool policy caught;
 * **Failed**: calls the upstream said did not do their work (a JSON-RPC error, or a tool error): safe to retry;
 * **Also ran**: calls whose repeats their tool policy lets run (clicks, checkouts, a local world the agent can
   see), counted per tool with the first and the last, so that many of them never push the calls above out;
@@ -169,13 +170,20 @@ class _Group:
         first, last = self.calls[0], self.calls[-1]
         mark = "✓" if not first.failed else "✗ tool error" if first.tool_error else "✗ failed"
         if len(self.calls) == 1:
-            return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {_when(first.finished_at)}{suffix}"
+            when = f"{_when(first.finished_at)}{_sub_rule(first)}"
+            return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {when}{suffix}"
         seqs = f"#{first.seq}–#{last.seq}" if last.seq > first.seq else f"#{first.seq}…#{last.seq}"
         when = _span(first.finished_at, last.finished_at)
         text = f"- {seqs} {code(first.tool)} ×{len(self.calls)} {mark} {when}{suffix}"
         if len(self.calls) <= GROUP_ARGUMENTS:
             text += ": " + ", ".join(_arguments(c) for c in self.calls)
         return text
+
+
+def _sub_rule(call: Call) -> str:
+    """`` (policy rule `tools.start_process.when.push`)`` for a call a sub-rule of its tool's table decided (which
+    kind of command it was), else nothing: a tool's own table is the usual case and says nothing new."""
+    return f" (policy rule {code(call.rule)})" if call.rule is not None and ".when." in call.rule else ""
 
 
 def _groups(calls: Sequence[Call]) -> list[_Group]:

@@ -459,6 +459,7 @@ def _call(call: Any) -> dict[str, Any]:
         "state": call.state.value,
         "startedAt": call.started_at,
         "finishedAt": call.finished_at,
+        "rule": call.rule,
     }
 
 

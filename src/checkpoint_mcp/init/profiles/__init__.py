@@ -9,8 +9,10 @@ A profile (``<name>.toml`` beside this module) holds:
   names it must list). A server is recognised by both: its name, and those tools.
 - ``[tools.NAME]``, one per tool of the reviewed version: ``hints`` (the four MCP hints as that version gives
   them, ``{}`` for none), ``why`` (the comment `init` writes above the table: every table says why), the policy
-  keys to write (``journal``, ``idempotent``, ``repeat``, ``window``, ``within_session``), and ``offer_approve``
-  (write ``# approve = "operator"`` commented out: what a user may want gated instead).
+  keys to write (``journal``, ``idempotent``, ``repeat``, ``window``, ``within_session``, ``match``, ``ignore``),
+  ``offer_approve`` (write ``# approve = "operator"`` commented out: what a user may want gated instead), and
+  ``caught_commands`` (JSON pointers to the shell command a tool runs: `init` writes the families of commands that
+  act beyond the machine as its sub-rules, ``beyond_the_machine``, refused from a later session).
 
 A profile's table is used for a tool only while the tool carries the hints it was reviewed with; a tool it does
 not name, or one whose hints changed, gets its table from its own hints (``proposals``). The user's edits always
@@ -30,7 +32,7 @@ from typing import Any, Final
 from checkpoint_mcp.errors import ProfileError
 
 HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-_KEYS: Final = ("journal", "idempotent", "repeat", "window", "within_session")
+_KEYS: Final = ("journal", "idempotent", "repeat", "window", "within_session", "match", "ignore")
 """The policy keys a profile may set, in the order they are written."""
 _CHOICES: Final = {
     "repeat": ("allow", "replay", "refuse", "confirm"),
@@ -45,9 +47,12 @@ class ReviewedTable:
     hints: Mapping[str, Any]
     """The hints the tool carried when it was reviewed."""
     why: str
-    settings: Mapping[str, bool | str]
+    settings: Mapping[str, bool | str | tuple[str, ...]]
     """The policy keys to write, in ``_KEYS`` order."""
     offers_approve: bool
+    caught_commands: tuple[str, ...] = ()
+    """Where the tool's shell command is (JSON pointers): the commands that act beyond the machine are its
+    sub-rules."""
 
     def keys(self) -> tuple[str, ...]:
         """The table's lines as `init` writes them (``key = value``)."""
@@ -129,17 +134,19 @@ def load(name: str, text: str) -> Profile:
 def _reviewed(table: Any, path: str, where: str) -> ReviewedTable:
     if not isinstance(table, dict):
         raise ProfileError(path, where, "must be a table")
-    _only(table, ("hints", "why", "offer_approve", *_KEYS), path, where)
+    _only(table, ("hints", "why", "offer_approve", "caught_commands", *_KEYS), path, where)
     hints = _table(table, "hints", path, where)
     for hint, value in hints.items():
         if hint not in HINTS or not isinstance(value, bool):
             raise ProfileError(path, f"{where} hints", f"{hint} = {value!r}: a hint is one of {HINTS}, true or false")
-    settings: dict[str, bool | str] = {}
+    settings: dict[str, bool | str | tuple[str, ...]] = {}
     for key in _KEYS:
         if key not in table:
             continue
         value = table[key]
-        if key in ("journal", "idempotent") and not isinstance(value, bool):
+        if key in ("match", "ignore"):
+            value = _pointers(table, key, path, where)
+        elif key in ("journal", "idempotent") and not isinstance(value, bool):
             raise ProfileError(path, f"{where} {key}", "must be true or false")
         if key in _CHOICES and value not in _CHOICES[key]:
             raise ProfileError(path, f"{where} {key}", f"must be one of {_CHOICES[key]}")
@@ -153,7 +160,15 @@ def _reviewed(table: Any, path: str, where: str) -> ReviewedTable:
     if not isinstance(offer, bool):
         raise ProfileError(path, f"{where} offer_approve", "must be true or false")
     why = _string(table, "why", path, where)
-    return ReviewedTable(hints=dict(hints), why=why, settings=settings, offers_approve=offer)
+    caught = _pointers(table, "caught_commands", path, where) if "caught_commands" in table else ()
+    return ReviewedTable(hints=dict(hints), why=why, settings=settings, offers_approve=offer, caught_commands=caught)
+
+
+def _pointers(table: Mapping[str, Any], key: str, path: str, where: str) -> tuple[str, ...]:
+    value = table.get(key)
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p.startswith("/") for p in value):
+        raise ProfileError(path, f"{where} {key}", 'must be a non-empty array of JSON pointers ("/command")')
+    return tuple(value)
 
 
 def _only(table: Mapping[str, Any], allowed: Sequence[str], path: str, where: str) -> None:
@@ -183,7 +198,9 @@ def _strings(table: Mapping[str, Any], key: str, path: str, where: str) -> tuple
     return tuple(value)
 
 
-def _toml(value: bool | str) -> str:
+def _toml(value: bool | str | tuple[str, ...]) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

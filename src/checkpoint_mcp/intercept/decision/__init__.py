@@ -13,13 +13,13 @@
 
 Like Starlette's middleware list, each check is one small object with one job, and the order is written here
 once (``tests/intercept/test_checks.py`` pins it). A check looks at the call (``call.Call``: built once, its rule
-looked up once) and what the journal and this process know of its situation (``facts.Facts``), and returns a
-verdict that ends the decision, a requirement for the journal to test inside the transaction that reserves the
-call, a note to keep with it, or nothing (``verdicts``). It does no I/O of its own and writes nothing. When no
-check ends the decision, the call is reserved under the requirements collected, in order (``Workflow.reserve``):
-in the open unit of work when there are none, else in one durable transaction (``Journal.reserve``); the first
-requirement that does not hold goes back to the check that asked for it (``unmet``), which says what the call
-gets.
+looked up once, a sub-rule chosen by its arguments where its tool has some) and what the journal and this process
+know of its situation (``facts.Facts``), and returns a verdict that ends the decision, a requirement for the
+journal to test inside the transaction that reserves the call, a note to keep with it, or nothing (``verdicts``).
+It does no I/O of its own and writes nothing. When no check ends the decision, the call is reserved under the
+requirements collected, in order (``Workflow.reserve``): in the open unit of work when there are none, else in one
+durable transaction (``Journal.reserve``); the first requirement that does not hold goes back to the check that
+asked for it (``unmet``), which says what the call gets.
 
 Adding a check: write a class with ``check(call, facts) -> Step`` (and ``unmet(call, facts, unmet) -> Verdict``
 if it returns a ``Require``), give its rule a policy key (``policy/grammar.py``, ``policy/rules.py``), and add one

@@ -1,7 +1,8 @@
 """One tools/call as the checks see it: built once from the request, read-only.
 
 ``Call.of`` reads and checks everything a decision needs, once: the tool and its arguments, the call's signature
-and (where its tool's rule names a part of the arguments) its identity for repeats, its rule (looked up once),
+and (where its tool's rule names a part of the arguments) its identity for repeats, its rule (looked up once, and
+the sub-rule its arguments choose, where the tool's table has ``when`` sub-rules: chosen here, once),
 where the call says it belongs (``_meta.checkpoint_seq``, and its key: ``_meta.checkpoint_key`` or
 ``params.idempotencyKey``, SEP-3182), whether the upstream marks the tool read-only, who sends it, and whether it
 continues a 2026-07-28 call that asked for input. A request that cannot be journaled as sent is refused here
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from checkpoint_mcp.intercept.policy import ToolRule
+from checkpoint_mcp.intercept.policy import BUILT_IN, ToolRule
 from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_KEY_LENGTH
 from checkpoint_mcp.journal.records import REDACTED_ARGUMENTS
 from checkpoint_mcp.refusals import InvalidCallParams
@@ -39,7 +40,7 @@ class Call(NamedTuple):
     name: str
     arguments: dict[str, Any]
     signature: str  # SHA-256 of the canonical {name, arguments} (signature.py)
-    rule: ToolRule  # its tool's rule (``BUILT_IN`` without a policy)
+    rule: ToolRule  # its rule: its tool's, or the sub-rule its arguments chose (``BUILT_IN`` without a policy)
     identity: str | None  # its identity for repeats, where the rule names a part of the arguments
     seq: int | None  # ``_meta.checkpoint_seq``
     key: str | None  # ``_meta.checkpoint_key`` or ``idempotencyKey``
@@ -55,7 +56,8 @@ class Call(NamedTuple):
         read_only: bool,
         hello: Mapping[str, Any] | None,
     ) -> Call:
-        """The call a valid tools/call's ``params`` make (``hello``: the session's ``clientInfo``, if any).
+        """The call a valid tools/call's ``params`` make under its tool's ``rule`` (``hello``: the session's
+        ``clientInfo``, if any).
 
         Raises:
             InvalidCallParams: arguments with no canonical form, or a malformed sequence or key.
@@ -63,6 +65,7 @@ class Call(NamedTuple):
         name: str = params["name"]
         arguments: dict[str, Any] = params.get("arguments") or {}
         seq, key = _placement(params)
+        rule = rule.chosen(arguments)
         try:
             signature = call_signature(name, arguments)
             identity = rule.identity.of(name, arguments) if rule.identity is not None else None
@@ -72,6 +75,12 @@ class Call(NamedTuple):
         named = meta.get(CLIENT_INFO_META) if isinstance(meta, dict) else None
         client = named if isinstance(named, dict) else hello
         return cls(ident, params, name, arguments, signature, rule, identity, seq, key, read_only, client)
+
+    @property
+    def decided_by(self) -> str | None:
+        """The policy rule that decides the call, as the journal keeps it (``calls.rule``): its table, or the
+        sub-rule its arguments chose (``tools.start_process.when.push``); None without a policy."""
+        return None if self.rule.source == BUILT_IN.source else self.rule.source
 
     @property
     def named(self) -> bool:

@@ -43,15 +43,17 @@ def refused(facts: Facts, refusal: LimitReached) -> Refuse:
     return Refuse(refusal, (Note(facts.place.lineage.head, EVENT_KIND, None, detail),))
 
 
-def scope_key(scope: Scope, facts: Facts) -> str:
+def scope_key(scope: Scope, facts: Facts, part: str | None = None) -> str:
     """Where a limit or budget counts this call: its workflow (the lineage's root), the whole journal, or every
-    workflow of its principal (`checkpoint serve --issuer`; a call of no principal counts per workflow)."""
+    workflow of its principal (`checkpoint serve --issuer`; a call of no principal counts per workflow); ``part``:
+    the sub-rule whose own limit or budget it is, whose calls are counted apart from the tool's others."""
     if scope is Scope.JOURNAL:
-        return "journal"
-    principal = facts.workflow.principal
-    if scope is Scope.PRINCIPAL and principal is not None:
-        return f"principal:{principal}"
-    return f"workflow:{facts.place.lineage.root}"
+        key = "journal"
+    elif scope is Scope.PRINCIPAL and facts.workflow.principal is not None:
+        key = f"principal:{facts.workflow.principal}"
+    else:
+        key = f"workflow:{facts.place.lineage.root}"
+    return key if part is None else f"{key} when:{part}"
 
 
 def metered_name(call: Call, facts: Facts) -> str:
@@ -81,7 +83,9 @@ class LimitCheck:
         if limit is None:
             return None
         since = iso_before(limit.per_seconds)
-        return Require(WithinLimit(scope_key(limit.scope, facts), limit.calls, since, metered_name(call, facts)))
+        return Require(
+            WithinLimit(scope_key(limit.scope, facts, limit.part), limit.calls, since, metered_name(call, facts))
+        )
 
     def unmet(self, call: Call, facts: Facts, unmet: Unmet) -> Verdict:
         """The window is full: refused, saying when the oldest call that counts leaves it."""
@@ -125,7 +129,7 @@ class BudgetCheck:
             )
             return refused(facts, refusal)
         since = iso_before(budget.per_seconds)
-        key = scope_key(budget.scope, facts)
+        key = scope_key(budget.scope, facts, budget.part)
         return Require(WithinBudget(key, spends, budget.most, since, metered_name(call, facts)))
 
     def unmet(self, call: Call, facts: Facts, unmet: Unmet) -> Verdict:

@@ -167,7 +167,9 @@ class Workflow:
         Raises:
             JournalError: the journal could not be read or written (nothing was reserved).
         """
-        new = NewCall(call.name, call.stored(redact), call.signature, call.key, call.identity, _repeat_rule(call))
+        new = NewCall(
+            call.name, call.stored(redact), call.signature, call.key, call.identity, _repeat_rule(call), call.decided_by
+        )
         workflow, seq = place.lineage.head, place.seq
         durable, approval = False, None
         if conditions:

@@ -1,8 +1,9 @@
 """Tool policies (`--policy FILE`): what a policy file may say (``grammar``), the frozen rules the proxy applies
-(``rules``), the JSON pointers they use (``pointer``), a call's identity for repeats (``identity``), what an
-upstream's annotations may decide where the policy is silent (``annotations``), and what `checkpoint policy check`
-prints (``report``). Data, checked once at start; nothing here runs at a call's time but ``Policy.rule_for`` and
-the rules' own small methods.
+(``rules``), the JSON pointers they use (``pointer``), a call's identity for repeats (``identity``), what a
+sub-rule tests in a call's arguments (``argument_match``) and how it reads a shell command line
+(``command_line``), what an upstream's annotations may decide where the policy is silent (``annotations``), and
+what `checkpoint policy check` prints (``report``). Data, checked once at start; nothing here runs at a call's
+time but ``Policy.rule_for``, ``ToolRule.chosen`` and the rules' own small methods.
 
 May import: ``errors``, ``clock``, ``signature``; nothing else of the interceptor's room.
 """
@@ -23,6 +24,7 @@ from checkpoint_mcp.intercept.policy.rules import (
     Probe,
     Repeat,
     Scope,
+    SubRule,
     ToolRule,
     WithinSession,
     json_equal,
@@ -43,6 +45,7 @@ __all__ = [
     "Probe",
     "Repeat",
     "Scope",
+    "SubRule",
     "ToolRule",
     "WithinSession",
     "json_equal",

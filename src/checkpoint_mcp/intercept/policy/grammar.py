@@ -31,7 +31,17 @@ The file's shape (docs/policies.md documents every key)::
     approve = "operator"           # or "elicit": each call waits for a person's approval of its exact arguments
     approval_expires = "1h"        # how long a granted approval stays usable (once)
 
-``match``, ``ignore``, ``normalize`` and ``budget`` belong to one tool's table: pointers name one tool's arguments.
+    [tools.start_process]          # sub-rules chosen by an argument: the first that matches decides
+    repeat = "allow"               # a command no sub-rule names: the tool's own keys
+    [[tools.start_process.when]]
+    name = "push"                  # named in errors, in `policy check` and in the journal (calls.rule)
+    pointer = "/command"           # the argument tested (or an array of pointers: any of them)
+    prefixes = ["git push"]        # or regex = '…' (argument_match.py)
+    repeat = "refuse"              # and window, within_session, confirm_within, approve, approval_expires, limit,
+    within_session = "run"         # budget: over the tool's own keys
+
+``match``, ``ignore``, ``normalize``, ``budget`` and ``when`` belong to one tool's table: pointers name one tool's
+arguments.
 Everything is checked here, once, so the hot path never re-checks: an unknown table or key, a wrong type, a bad
 glob, duration, pointer, matcher, limit or budget is a ``UsageError`` naming the file, the table and the key.
 """
@@ -42,6 +52,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -49,6 +60,7 @@ from typing import Any, Final
 
 from checkpoint_mcp.clock import parse_duration
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.intercept.policy.argument_match import MATCH_KEYS, parse_match
 from checkpoint_mcp.intercept.policy.identity import IDENTITY_KEYS, parse_identity
 from checkpoint_mcp.intercept.policy.pointer import PointerError, parse_pointer
 from checkpoint_mcp.intercept.policy.rules import (
@@ -67,6 +79,7 @@ from checkpoint_mcp.intercept.policy.rules import (
     Probe,
     Repeat,
     Scope,
+    SubRule,
     ToolRule,
     WithinSession,
     kind_of,
@@ -77,8 +90,13 @@ from checkpoint_mcp.intercept.policy.rules import (
 _HEADER_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RULE_KEYS: Final = frozenset(
     {"journal", "repeat", "window", "probe", "idempotency", "read_only", "idempotent", "confirm_within", "approve"}
-    | {"approval_expires", "within_session", "limit", "budget", *IDENTITY_KEYS}
+    | {"approval_expires", "within_session", "limit", "budget", "when", *IDENTITY_KEYS}
 )
+_SUB_RULE_KEYS: Final = frozenset(
+    {"name", *MATCH_KEYS, "repeat", "window", "within_session", "confirm_within", "approve", "approval_expires"}
+    | {"limit", "budget"}
+)
+_SUB_RULE_NAME: Final = re.compile(r"[A-Za-z0-9_-]+")
 _LIMIT_KEYS: Final = ("calls", "per", "scope")
 _BUDGET_KEYS: Final = ("sum", "max", "per", "scope")
 _PROBE_KEYS: Final = frozenset({"tool", "arguments", "happened_if", "not_happened_if", "timeout", "settle_after"})
@@ -112,7 +130,7 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
         if key not in ("default", "tools"):
             raise UsageError(f"{name}: unknown top-level key {key!r}: a policy has only [default] and [tools.NAME]")
     default_keys = _rule_keys(document.get("default", {}), name, "default")
-    for key in ("probe", "idempotency", "read_only", "idempotent", "budget", *sorted(IDENTITY_KEYS)):
+    for key in ("probe", "idempotency", "read_only", "idempotent", "budget", "when", *sorted(IDENTITY_KEYS)):
         if key in default_keys:
             raise UsageError(f"{name}: [default] {key}: belongs to one tool; put it under [tools.NAME]")
     default = _build_rule({}, default_keys, "default")
@@ -126,7 +144,7 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
         keys = _rule_keys(table, name, where)
         pattern = _compile_pattern(pattern_text, name, where, order, keys)
         if pattern.regex is None:
-            exact[pattern_text] = _build_rule(default_keys, keys, where)
+            exact[pattern_text] = _tool_rule(default_keys, keys, name, where)
         else:
             globs.append(pattern)
     globs.sort(key=lambda p: (-p.literals, p.wildcards, p.order))
@@ -134,8 +152,68 @@ def parse_policy(document: Mapping[str, Any], name: str) -> Policy:
         path=name,
         default=default,
         exact=MappingProxyType(exact),
-        globs=tuple((p, _build_rule(default_keys, p.keys, f"tools.{table_key(p.text)}")) for p in globs),
+        globs=tuple((p, _tool_rule(default_keys, p.keys, name, f"tools.{table_key(p.text)}")) for p in globs),
     )
+
+
+def _tool_rule(defaults: Mapping[str, Any], keys: Mapping[str, Any], name: str, where: str) -> ToolRule:
+    """A ``[tools.NAME]`` table's rule, with its sub-rules (``when``) checked and built."""
+    own = {key: value for key, value in keys.items() if key != "when"}
+    rule = _build_rule(defaults, own, where)
+    if "when" not in keys:
+        return rule
+    return replace(rule, when=_sub_rules(keys["when"], defaults, own, name, where))
+
+
+def _sub_rules(
+    value: Any, defaults: Mapping[str, Any], tool_keys: Mapping[str, Any], name: str, where: str
+) -> tuple[SubRule, ...]:
+    """``[[tools.NAME.when]]``: each sub-rule's test and its rule (its keys over the tool's), in the order written.
+
+    Raises:
+        UsageError: not an array of tables; a sub-rule without a name, with a name used twice, with an unknown
+            key, a bad test, or a key that conflicts with the tool's table.
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+        raise UsageError(f"{name}: [{where}] when: must be sub-rules: one or more [[{where}.when]] tables")
+    subs: list[SubRule] = []
+    for index, table in enumerate(value, start=1):
+        label = table.get("name")
+        if not isinstance(label, str) or not _SUB_RULE_NAME.fullmatch(label):
+            raise UsageError(
+                f"{name}: [[{where}.when]] number {index}: name: each sub-rule needs a name of letters, digits, - "
+                f"and _ (got {toml_value(label) if label is not None else 'none'})"
+            )
+        at = f"{where}.when.{label}"
+        if any(sub.name == label for sub in subs):
+            raise UsageError(f"{name}: [{at}] name: two sub-rules of [{where}] are named {label!r}")
+        for key in table:
+            if key not in _SUB_RULE_KEYS:
+                known = ", ".join(sorted(_SUB_RULE_KEYS))
+                raise UsageError(f"{name}: [{at}] {key}: unknown key; a sub-rule has {known}")
+        keys = {key: _rule_value(key, table[key], name, at) for key in table if key in _RULE_KEYS}
+        _check_sub_rule(keys, tool_keys, name, at)
+        match = parse_match(table, f"{name}: [{at}]")
+        for key in ("limit", "budget"):  # its own: counted apart from the tool's other calls
+            if key in keys:
+                keys[key] = replace(keys[key], part=label)
+        subs.append(SubRule(label, match, _build_rule(defaults, {**tool_keys, **keys}, at)))
+    return tuple(subs)
+
+
+def _check_sub_rule(keys: Mapping[str, Any], tool_keys: Mapping[str, Any], name: str, at: str) -> None:
+    """A sub-rule's keys against each other and against its tool's table."""
+    repeat = keys.get("repeat")
+    if tool_keys.get("idempotent") is True and repeat is not None and repeat is not Repeat.ALLOW:
+        raise UsageError(
+            f"{name}: [{at}] repeat: conflicts with the tool's idempotent = true (a repeat of an idempotent tool "
+            "runs); remove one of the two"
+        )
+    confirms = keys.get("repeat", tool_keys.get("repeat")) is Repeat.CONFIRM
+    if "confirm_within" in keys and not confirms:
+        raise UsageError(f'{name}: [{at}] confirm_within: applies to repeat = "confirm" only; remove it')
+    if "approval_expires" in keys and "approve" not in keys and "approve" not in tool_keys:
+        raise UsageError(f'{name}: [{at}] approval_expires: applies with approve = "operator" or "elicit" only')
 
 
 def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
@@ -166,6 +244,7 @@ def _rule_keys(table: Any, name: str, where: str) -> dict[str, Any]:
             "within_session",
             "limit",
             "budget",
+            "when",
             *IDENTITY_KEYS,
         ):
             if key in checked:
@@ -189,8 +268,8 @@ def _rule_value(key: str, value: Any, name: str, where: str) -> Any:
     at = f"{name}: [{where}] {key}"
     if key == "probe":
         return _probe(value, name, f"{where}.probe")
-    if key in IDENTITY_KEYS:
-        return value  # checked as a whole by parse_identity: match and ignore exclude each other
+    if key in IDENTITY_KEYS or key == "when":
+        return value  # checked as a whole: by parse_identity (match and ignore exclude each other), by _sub_rules
     return _READERS[key](value, at)
 
 

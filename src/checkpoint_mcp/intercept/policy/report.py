@@ -100,6 +100,20 @@ def _row(name: str, rule: ToolRule, hinted: bool, trust_annotations: bool) -> di
     if rule.idempotency is not None and journaled:
         kind = "argument" if rule.idempotency.argument is not None else "header"
         row["idempotency"] = {kind: rule.idempotency.argument or rule.idempotency.header}
+    # Sub-rules chosen by an argument, in order: the first that matches gives the call its rule (None: none).
+    row["when"] = None
+    if rule.when and journaled:
+        row["when"] = [
+            {
+                "name": sub.name,
+                "test": sub.match.describe(),
+                "pointers": list(sub.match.pointers),
+                "prefixes": list(sub.match.prefixes.written) if sub.match.prefixes is not None else None,
+                "regex": sub.match.regex.pattern if sub.match.regex is not None else None,
+                **_row(name, sub.rule, hinted, trust_annotations),
+            }
+            for sub in rule.when
+        ]
     return row
 
 
@@ -111,49 +125,66 @@ def render_rules(rows: list[dict[str, Any]]) -> str:
     lines: list[str] = []
     for row in rows:
         journal = "journaled" if row["journal"] else f"not journaled ({row['journalReason']})"
-        repeat = row["repeat"]
-        if row["windowSeconds"] is not None:
-            repeat += f" within {duration_text(row['windowSeconds'])}"
-        if row["confirmWithinSeconds"] is not None:
-            repeat += f" (runs if sent again within {duration_text(row['confirmWithinSeconds'])})"
-        if row["identity"] is not None:
-            repeat += f", same call by {row['identity']}"
-        lines.append(f"{row['tool']:<{width}}  {journal}; {repeat}   [{row['rule']}]")
-        if row["approve"] is not None:
-            asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
-            lines.append(
-                f"{'':<{width}}  approve = {row['approve']}: each call waits for {asker[row['approve']]}; "
-                f"a grant is usable once within {duration_text(row['approvalExpiresSeconds'])}"
-            )
-        if row["probe"] is not None:
-            probe = row["probe"]
-            tests = "; ".join(
-                f"{label} {probe[key]}"
-                for label, key in (("happened if", "happenedIf"), ("not if", "notHappenedIf"))
-                if probe[key]
-            )
-            lines.append(f"{'':<{width}}  probe {probe['tool']}({_arguments(probe['arguments'])}): {tests}")
-        if row["idempotency"] is not None:
-            ((kind, target),) = row["idempotency"].items()
-            lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
-        if row["acrossSessions"] is not None and row["acrossSessions"] != "runs":
-            lines.append(
-                f"{'':<{width}}  a repeat within one session {row['withinSession']}; in a new session, or after a "
-                f"clear or a compaction, it {row['acrossSessions']}"
-            )
-        if row["limit"] is not None:
-            limit = row["limit"]
-            lines.append(
-                f"{'':<{width}}  limit: at most {limit['calls']} call(s) per {duration_text(limit['perSeconds'])}, "
-                f"counted {_SCOPES[limit['scope']]}"
-            )
-        if row["budget"] is not None:
-            budget = row["budget"]
-            lines.append(
-                f"{'':<{width}}  budget: the numbers at {budget['sum']} add up to at most {budget['max']:g} per "
-                f"{duration_text(budget['perSeconds'])}, counted {_SCOPES[budget['scope']]}"
-            )
+        lines.append(f"{row['tool']:<{width}}  {journal}; {_repeat_text(row)}   [{row['rule']}]")
+        lines += _details(row, width)
+        for sub in row["when"] or ():
+            lines.append(f"{'':<{width}}  when {sub['test']}: {_repeat_text(sub)}   [{sub['rule']}]")
+            lines += [f"  {line}" for line in _details(sub, width)]
+        if row["when"]:
+            lines.append(f"{'':<{width}}  any other call: the tool's own rule above")
     return "\n".join(lines)
+
+
+def _repeat_text(row: dict[str, Any]) -> str:
+    """What the rule makes of a repeat, in words: ``repeat refuse within 24h``."""
+    repeat = str(row["repeat"])
+    if row["windowSeconds"] is not None:
+        repeat += f" within {duration_text(row['windowSeconds'])}"
+    if row["confirmWithinSeconds"] is not None:
+        repeat += f" (runs if sent again within {duration_text(row['confirmWithinSeconds'])})"
+    if row["identity"] is not None:
+        repeat += f", same call by {row['identity']}"
+    return repeat
+
+
+def _details(row: dict[str, Any], width: int) -> list[str]:
+    """A rule's lines after its first: approval, probe, key, repeats by session, limit and budget."""
+    lines: list[str] = []
+    if row["approve"] is not None:
+        asker = {"operator": "a person (checkpoint journal approve)", "elicit": "the client's user, else a person"}
+        lines.append(
+            f"{'':<{width}}  approve = {row['approve']}: each call waits for {asker[row['approve']]}; "
+            f"a grant is usable once within {duration_text(row['approvalExpiresSeconds'])}"
+        )
+    if row["probe"] is not None:
+        probe = row["probe"]
+        tests = "; ".join(
+            f"{label} {probe[key]}"
+            for label, key in (("happened if", "happenedIf"), ("not if", "notHappenedIf"))
+            if probe[key]
+        )
+        lines.append(f"{'':<{width}}  probe {probe['tool']}({_arguments(probe['arguments'])}): {tests}")
+    if row["idempotency"] is not None:
+        ((kind, target),) = row["idempotency"].items()
+        lines.append(f"{'':<{width}}  idempotency key in {kind} {target!r}")
+    if row["acrossSessions"] is not None and row["acrossSessions"] != "runs":
+        lines.append(
+            f"{'':<{width}}  a repeat within one session {row['withinSession']}; in a new session, or after a "
+            f"clear or a compaction, it {row['acrossSessions']}"
+        )
+    if row["limit"] is not None:
+        limit = row["limit"]
+        lines.append(
+            f"{'':<{width}}  limit: at most {limit['calls']} call(s) per {duration_text(limit['perSeconds'])}, "
+            f"counted {_SCOPES[limit['scope']]}"
+        )
+    if row["budget"] is not None:
+        budget = row["budget"]
+        lines.append(
+            f"{'':<{width}}  budget: the numbers at {budget['sum']} add up to at most {budget['max']:g} per "
+            f"{duration_text(budget['perSeconds'])}, counted {_SCOPES[budget['scope']]}"
+        )
+    return lines
 
 
 def _journal_and_repeat(rule: ToolRule, journaled: bool, hinted: bool) -> tuple[str, str]:

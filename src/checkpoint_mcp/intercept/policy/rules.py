@@ -6,6 +6,10 @@ Which rule a tool gets: an exact name wins over every glob; among matching globs
 Keys the winning table leaves out come from ``[default]``, then from the built-in defaults (journal, repeat
 allow, window 24h, confirm_within 10m, no limit, no budget), which are exactly Checkpoint's behaviour without a
 policy (``BUILT_IN``).
+
+A tool's table may hold sub-rules chosen by an argument (``[[tools.NAME.when]]``, ``SubRule``): the first whose
+test matches the call's arguments gives the call its rule, its keys over the tool's own; a call no sub-rule
+matches gets the tool's rule. The choice is made once per call, when the call is read (``ToolRule.chosen``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.intercept.policy.argument_match import ArgumentMatch, Read
 from checkpoint_mcp.intercept.policy.identity import IdentityRule
 from checkpoint_mcp.intercept.policy.pointer import MISSING, resolve
 
@@ -66,6 +71,7 @@ class Limit:
     calls: int
     per_seconds: float
     scope: Scope = Scope.WORKFLOW
+    part: str | None = None  # a sub-rule's own limit: the name its calls are counted under, apart from the tool's
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class Budget:
     most: float
     per_seconds: float
     scope: Scope = Scope.WORKFLOW
+    part: str | None = None  # a sub-rule's own budget: the name its calls are counted under, apart from the tool's
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,17 @@ class ToolRule:
     limit: Limit | None = None  # at most so many calls per rolling window
     budget: Budget | None = None  # the amounts of the calls that ran per rolling window, at most so much
     source: str = "built-in"  # the table that won, e.g. 'tools."send_*"', for `checkpoint policy check`
+    when: tuple[SubRule, ...] = ()  # sub-rules chosen by an argument, in order: the first that matches decides
+
+    def chosen(self, arguments: Mapping[str, Any]) -> ToolRule:
+        """The rule of a call with ``arguments``: the first sub-rule whose test matches, else this rule."""
+        if not self.when:
+            return self
+        read = Read(arguments)  # what each pointer holds, read once for every sub-rule
+        for sub in self.when:
+            if sub.match.test(read):
+                return sub.rule
+        return self
 
     @property
     def catches_repeats(self) -> bool:
@@ -151,6 +169,15 @@ class ToolRule:
         under ``approve``, so that a person is never asked to approve again a call that may have run (in doubt)."""
         repeats = self.repeat is not Repeat.ALLOW or self.idempotent or self.approve is not None
         return self.journal and not self.read_only and repeats
+
+
+@dataclass(frozen=True)
+class SubRule:
+    """``[[tools.NAME.when]]``: a call whose arguments ``match`` gets ``rule`` (the sub-rule's keys over the tool's)."""
+
+    name: str
+    match: ArgumentMatch
+    rule: ToolRule
 
 
 BUILT_IN: Final = ToolRule()
@@ -196,7 +223,7 @@ class Policy:
         return frozenset(names)
 
     def rules(self) -> Iterable[ToolRule]:
-        """Every rule of the file, [default] first."""
+        """Every tool's rule of the file, [default] first (not their sub-rules: they share the tool's probe and key)."""
         yield self.default
         yield from self.exact.values()
         yield from (rule for _, rule in self.globs)

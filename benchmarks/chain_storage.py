@@ -46,7 +46,8 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal import chain, operations
 from checkpoint_mcp.journal.chain import INSERT_LINK, Event
-from checkpoint_mcp.journal.rows import FINISH_CALL, INSERT_CALL
+from checkpoint_mcp.journal.conditions import NewCall
+from checkpoint_mcp.journal.rows import FINISH_CALL, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.sqlite import SqliteJournal
 from report import common_arguments, machine, publish, scratch_dir, table
 from stats import fmt, interleaved, percentile
@@ -166,9 +167,8 @@ class EventsToday(Layout):
     def reserve(self, call: Call) -> None:
         con, now = self.con, utc_now()
         con.execute("BEGIN IMMEDIATE")
-        con.execute(
-            INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None, None)
-        )
+        stored = NewCall(TOOL, call.arguments, call.signature)
+        con.execute(INSERT_CALL, insert_params(WORKFLOW, call.seq, stored, now, None))
         self.insert_link(self.link("reserved", call.seq, call.reserved, now))
         con.execute("COMMIT")
 
@@ -253,9 +253,8 @@ class NoChain(Layout):
     def reserve(self, call: Call) -> None:
         con, now = self.con, utc_now()
         con.execute("BEGIN IMMEDIATE")
-        con.execute(
-            INSERT_CALL, (WORKFLOW, call.seq, TOOL, call.arguments, call.signature, now, None, None, None, None)
-        )
+        stored = NewCall(TOOL, call.arguments, call.signature)
+        con.execute(INSERT_CALL, insert_params(WORKFLOW, call.seq, stored, now, None))
         con.execute("COMMIT")
 
     def finish(self, call: Call) -> None:

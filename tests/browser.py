@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, expect, sync_playwright
+
+from support import DEFAULT_TIMEOUT
 
 CHROMIUM = os.environ.get("CHECKPOINT_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -26,6 +28,10 @@ ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1280, "height": 900}
+
+# A page's assertions wait as long as the suite's other waits: Playwright's own 5 s is shorter than what a page
+# that starts an upstream (a settle's probe) takes on a machine busy with the suite's other workers.
+expect.set_options(timeout=DEFAULT_TIMEOUT * 1000)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.journal import open_journal, postgres
+from checkpoint_mcp.journal import open_journal, postgres, session_starts
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.conditions import NewCall
@@ -173,7 +173,7 @@ def test_a_version_3_journal_gains_the_events_table_and_its_chain_starts_with_a_
         principals = journal.execute("SELECT workflow_id, principal FROM workflows").fetchall()
     finally:
         journal.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION
     assert "calls_by_signature" in indexes
     assert "approvals_by_call" in indexes  # v6: approval requests
     assert principals == [("wf", None)]  # v7: whose a workflow is (none: it was journaled without tokens)
@@ -352,7 +352,7 @@ def test_a_version_4_journal_gains_the_identity_column_and_its_chain_covers_it(
         con.execute("UPDATE calls SET identity = 'edited' WHERE identity IS NOT NULL")
         con.commit()
         con.close()
-        assert version == SCHEMA_VERSION == 7
+        assert version == SCHEMA_VERSION
         assert "calls_by_identity" in indexes
     else:
         with psycopg.connect(journal) as conn:
@@ -411,8 +411,72 @@ def test_a_version_6_journal_learns_which_results_were_tool_errors_so_a_retry_of
     marks = con.execute("SELECT seq, tool_error FROM calls ORDER BY seq").fetchall()
     tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     con.close()
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION
     assert marks == [(1, 1), (2, 0), (3, 0)]
     assert {"metered", "session_starts"} <= tables
     code, report = verify(str(journal))
     assert code == 0, report
+
+
+def write_v7_journal(location: str) -> None:
+    """A journal exactly as schema version 7 left it (SQLite file or PostgreSQL database), with one session start,
+    recorded before starts named their client session."""
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location) as conn:
+            for version in range(1, 8):
+                for statement in postgres.MIGRATIONS[version]:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO checkpoint_meta VALUES ('application', 'checkpoint-journal'), ('schema_version', '7')"
+            )
+            conn.execute(
+                "INSERT INTO session_starts (at, source, detail) VALUES ('2026-01-01T00:00:00.000Z', 'clear', '{}')"
+            )
+        return
+    con = sqlite3.connect(location)
+    for version in range(1, 8):
+        for statement in MIGRATIONS[version]:
+            con.execute(statement)
+    con.execute("INSERT INTO session_starts (at, source, detail) VALUES ('2026-01-01T00:00:00.000Z', 'clear', '{}')")
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 7")
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_version_7_journal_learns_which_client_session_a_session_start_came_from(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Schema 8 (issue 42) names, with each session start, the client processes its hook ran under: a start marks
+    only that client session. A start recorded before (no client named) still marks every session, as it did, but
+    says nothing of whether a given client records its starts."""
+    location = str(request.getfixturevalue("pg_url")) if backend == "postgres" else str(tmp_path / "j.db")
+    write_v7_journal(location)
+    journal = open_journal(location)
+    try:
+        old = journal.session_starts("4242:100")
+        assert old.newest == "2026-01-01T00:00:00.000Z"
+        assert not old.known
+        assert session_starts.record(location, "startup", {}, ("4242:100", "1:2")) is None
+        mine = journal.session_starts("4242:100")
+        theirs = journal.session_starts("77:3")
+        assert mine.known
+        assert mine.newest is not None
+        assert mine.newest > "2026-01-01T00:00:00.000Z"
+        assert not theirs.known  # another session's start: not its
+        assert theirs.newest == "2026-01-01T00:00:00.000Z"
+        assert journal.session_starts(None).newest == mine.newest  # a session of no known client: every start
+    finally:
+        journal.close()
+    if backend == "sqlite":
+        con = sqlite3.connect(location)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        rows = con.execute("SELECT source, clients FROM session_starts ORDER BY id").fetchall()
+        con.close()
+    else:
+        with psycopg.connect(location) as conn:
+            version = int(conn.execute("SELECT value FROM checkpoint_meta WHERE key = 'schema_version'").fetchone()[0])
+            rows = conn.execute("SELECT source, clients FROM session_starts ORDER BY id").fetchall()
+    assert version == SCHEMA_VERSION == 8
+    assert [tuple(row) for row in rows] == [("clear", None), ("startup", " 4242:100 1:2 ")]

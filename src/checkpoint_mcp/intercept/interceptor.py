@@ -28,7 +28,7 @@ from checkpoint_mcp.intercept.asking import (
     withdrawn,
 )
 from checkpoint_mcp.intercept.decision import Call, Facts, decide
-from checkpoint_mcp.intercept.decision.session import Session
+from checkpoint_mcp.intercept.decision.memory import SessionMemory
 from checkpoint_mcp.intercept.decision.verdicts import (
     AskApproval,
     Claimed,
@@ -83,6 +83,13 @@ from checkpoint_mcp.wire import (
 
 logger = logging.getLogger(__name__)
 
+
+def _horizon(config: ProxyConfig) -> float:
+    """The longest window in which the policy finds a repeat: a session need not remember an answer longer."""
+    policy = config.policy
+    return max((rule.window_seconds for rule in policy.rules()), default=BUILT_IN.window_seconds) if policy else 0.0
+
+
 _PASSES = 0  # a client request that is not journaled: never waits for a commit (``_release_up``)
 _QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behind a held line it waits too
 _KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
@@ -99,15 +106,17 @@ class Interceptor:
         workflow: Workflow | None = None,
         *,
         session: bool = True,
+        client: str | None = None,
     ) -> None:
         """``workflow``: what this process knows of the workflow's calls, when several interceptors (a gateway's
         sessions) share one workflow in one process; by default this interceptor has its own. ``session``: its
         lines are one client session's (a stdio proxy, a gateway MCP session), so it remembers which calls the
-        client was answered (``decision/session.py``); False for requests of no session (a gateway's 2026-07-28
-        requests, which many clients share)."""
+        client was answered (``decision/memory.py``); False for requests of no session (a gateway's 2026-07-28
+        requests, which many clients share). ``client``: the client process of that session (a stdio proxy's,
+        ``client_process``), whose session starts are its own; None where none is known (a gateway's)."""
         self._config = config
         self._journal = journal
-        self._session = Session() if session else None
+        self._session = SessionMemory(client, _horizon(config)) if session else None
         if workflow is None and journal is not None and lineage is not None:
             workflow = Workflow(journal, lineage, replay_from_start=config.replay_from_start)
         self._calls = workflow
@@ -657,7 +666,7 @@ class Interceptor:
     ) -> tuple[bytes, bool]:
         """The answer to send for a journaled call (``body``: its line ``text`` parsed; ``at``: where its result's
         text is, if known), and whether it must wait for its outcome to be committed. A completed call's answer,
-        to a request the client did not cancel, is one its session remembers (``decision/session.py``)."""
+        to a request the client did not cancel, is one its session remembers (``decision/memory.py``)."""
         assert self._calls is not None
         assert self._unit is not None
         debug.trigger("after_upstream_reply")

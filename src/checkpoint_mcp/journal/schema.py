@@ -6,7 +6,7 @@ is at is ``PRAGMA user_version`` in SQLite and a row of ``checkpoint_meta`` in P
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The newest schema: ``schema()`` has one step for each version up to it."""
 
 SQLITE_APPLICATION_ID = 0x43484B50
@@ -176,5 +176,12 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             # record wins, so every replica maps it alike. NULL: no principal's (a branch: its root's principal's).
             # A column, not a table: no new relation files for the database to keep.
             "ALTER TABLE workflows ADD COLUMN principal TEXT",
+        ),
+        8: (
+            # Issue 42: which client session a session start came from (session_starts.py): the client processes
+            # the hook ran under (its ancestors, each `pid:start`, space-separated with a space at either end), so a
+            # start marks only the proxies of that client session; NULL where they could not be known (every
+            # session, as before this version).
+            "ALTER TABLE session_starts ADD COLUMN clients TEXT",
         ),
     }

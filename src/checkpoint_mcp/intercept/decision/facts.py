@@ -17,9 +17,10 @@ from checkpoint_mcp.intercept.policy import BUILT_IN, Policy, ToolRule
 from checkpoint_mcp.journal.base import UnitOfWork
 from checkpoint_mcp.journal.records import CallRecord
 from checkpoint_mcp.journal.report import operator_commands
+from checkpoint_mcp.journal.session_starts import SessionStarts
 
 if TYPE_CHECKING:
-    from checkpoint_mcp.intercept.decision.session import Session
+    from checkpoint_mcp.intercept.decision.memory import SessionMemory
     from checkpoint_mcp.intercept.decision.workflow import Place, Workflow
 
 
@@ -35,7 +36,7 @@ class Facts:
         *,
         on_divergence: str = "strict",
         redact: bool = False,
-        session: Session | None = None,
+        session: SessionMemory | None = None,
     ) -> None:
         """Read where ``call`` goes (``Workflow.place``).
 
@@ -111,16 +112,28 @@ class Facts:
 
     def in_session(self, found: CallRecord) -> bool:
         """True when ``found`` is a call this client session was answered and the agent has not lost its memory
-        since (no session start recorded after it): a repeat of it is the agent's own."""
+        since (no start of this session recorded after it): a repeat of it is the agent's own."""
         if self.session is None or not self.session.remembers(found):
             return False
-        started = self.last_session_start
+        started = self.session_starts.newest
         return started is None or started < found.started_at
 
+    @property
+    def boundary_known(self) -> bool:
+        """True when this session's client records its session starts (``SessionStarts.known``): then the memory
+        of its session is the agent's; else the proxy cannot tell one session from the next (Claude Desktop, a hook
+        switched off)."""
+        session = self.session
+        if session is None or session.boundary_known:
+            return True
+        session.boundary_known = self.session_starts.known
+        return session.boundary_known
+
     @cached_property
-    def last_session_start(self) -> str | None:
-        """When the agent's client last started a session on this journal (a clear, a compaction, a resume)."""
-        return self.workflow.journal.last_session_start()
+    def session_starts(self) -> SessionStarts:
+        """What the session starts recorded on this journal say of this call's client session (a clear, a
+        compaction, a resume: ``Journal.session_starts``)."""
+        return self.workflow.journal.session_starts(self.session.client if self.session is not None else None)
 
     def fork(self, record: CallRecord) -> None:
         """The call diverged from ``record`` under ``--on-divergence fork``: it goes to a new branch from there."""

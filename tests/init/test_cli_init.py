@@ -442,3 +442,26 @@ def test_init_prints_a_summary_and_the_diffs_only_with_diff(project: Path) -> No
     assert f"+++ {project}/.checkpoint/policies/remote.toml" in loud.stdout, "the policy files too"
     assert loud.stderr == quiet.stderr, "the same summary"
     assert run_init("--undo", "--diff", "--project", str(project)).returncode == 2
+
+
+def test_vscode_gets_a_session_start_agent_hook_of_its_own_that_a_second_init_leaves_and_undo_removes(
+    tmp_path: Path,
+) -> None:
+    """VS Code (Preview) runs the ``SessionStart`` hooks of ``.github/hooks/*.json`` at the first prompt of each chat
+    and reads Claude Code's ``hookSpecificOutput``: the hook names the project and every journal."""
+    vscode = tmp_path / ".vscode" / "mcp.json"
+    vscode.parent.mkdir()
+    vscode.write_text(json.dumps({"servers": {"files": {"command": "npx", "args": ["-y", "@x/files"]}}}))
+    out = init_ok("--project", str(tmp_path), "--client", "vscode", "--no-policy")
+    assert "added the SessionStart agent hook .github/hooks/checkpoint-session-start.json" in out
+    assert "sessions: VS Code runs the SessionStart agent hook (Preview" in out
+    hook_file = tmp_path / ".github" / "hooks" / "checkpoint-session-start.json"
+    (hook,) = json.loads(hook_file.read_text())["hooks"]["SessionStart"]
+    journal = str(tmp_path / ".checkpoint" / "journal.db")
+    assert hook["type"] == "command"
+    assert hook["command"].endswith(
+        f"brief --hook --project-root {tmp_path} --journal {journal} --workflow-id files"
+    ), hook
+    assert "nothing to change" in init_ok("--project", str(tmp_path), "--client", "vscode", "--no-policy")
+    init_ok("--undo", "--project", str(tmp_path))
+    assert not hook_file.exists()

@@ -34,3 +34,18 @@ def test_a_start_is_recorded_under_the_client_processes_its_hook_ran_under(tmp_p
         assert not everyone.known
     finally:
         opened.close()
+
+
+def test_the_first_session_start_of_a_project_makes_the_journal_a_proxy_would_make(tmp_path: Path) -> None:
+    """The first session of a project starts its hook before any proxy made the journal: the start is recorded all
+    the same (else that session's own repeats would be asked about); a folder that is not there is not made."""
+    journal = str(tmp_path / "j.db")
+    assert session_starts.record(journal, "startup", {}, ("5:6",)) is None
+    opened = open_journal(journal, create=False)
+    try:
+        assert opened.session_starts("5:6").known
+    finally:
+        opened.close()
+    why = session_starts.record(str(tmp_path / "missing" / "j.db"), "startup", {}, ("5:6",))
+    assert why == "its folder does not exist"
+    assert not (tmp_path / "missing").exists()

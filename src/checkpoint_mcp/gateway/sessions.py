@@ -58,7 +58,7 @@ PROBE_EVERY_SECONDS = 2.0  # how often an upstream of the file that is left out 
 
 
 class _Workflow(NamedTuple):
-    ownership: Ownership | None  # shared by replicas: the reservation in the database excludes a double run
+    ownership: Ownership | None  # None for replicas: the reservation in the database is what excludes a double run
     calls: Workflow
 
 
@@ -176,9 +176,9 @@ class Gateway:
         if known is None:
             if principal is not None:
                 self.journal.claim_workflow(workflow, principal, requested, upstream or None)
-            # A replica shares the workflow (with the other replicas, and stdio proxies whose calls are identified by
-            # content); on SQLite the gateway owns it alone.
-            ownership = self.journal.acquire(workflow, command="checkpoint serve", shared=self.presence is not None)
+            ownership = (
+                None if self.presence is not None else self.journal.acquire(workflow, command="checkpoint serve")
+            )
             try:
                 lineage = self.journal.lineage(workflow)
                 calls = Workflow(

@@ -148,7 +148,7 @@ def plan(request: Request) -> Plan:
         _gemini_hook(document, path, request.launcher, result)
     if document != loaded.value:
         result.changes.append(Change(path, loaded.raw, render_json(document, loaded.raw)))
-    _cursor_hook(client, project, request.launcher, journals, result)
+    _owned_hook(client, project, request.launcher, journals, result)
     if client.hook:
         hook_change = _hook_change(project, request.launcher)
         if hook_change is not None:
@@ -411,26 +411,27 @@ def _hook_change(project: str, launcher: wrap.Launcher) -> tuple[Change, bool] |
     return Change(path, loaded.raw, render_json(settings, loaded.raw)), repaired
 
 
-def _cursor_hook(
+def _owned_hook(
     client: clients.Client,
     project: str,
     launcher: wrap.Launcher,
     journals: Sequence[tuple[str, str]],
     result: Plan,
 ) -> None:
-    """Cursor's ``sessionStart`` hook in ``.cursor/hooks.json``, naming every journal of its wrapped servers: added,
-    or brought up to date once more servers are wrapped (any other client: nothing).
+    """Cursor's ``sessionStart`` hook in ``.cursor/hooks.json``, VS Code's ``SessionStart`` hook file in
+    ``.github/hooks/``, naming every journal of its wrapped servers: added, or brought up to date once more servers
+    are wrapped (any other client of this planner: nothing).
 
     Raises:
-        ClientConfigError: the hooks file cannot be read, or is not of the shape Cursor reads.
+        ClientConfigError: the hooks file cannot be read, or is not of the shape the client reads.
     """
-    if client.brief != "cursor-hooks" or not journals:
+    if client.brief not in ("cursor-hooks", "vscode-hooks") or not journals:
         return
-    hook = briefs.owned_changes("cursor-hooks", briefs.Brief(project, launcher, briefs.unique(journals)))
+    hook = briefs.owned_changes(client.brief, briefs.Brief(project, launcher, briefs.unique(journals)))
     if hook:
         result.changes += hook
         result.hook = True
-        result.brief_where = briefs.where("cursor-hooks")
+        result.brief_where = briefs.where(client.brief)
 
 
 def _gemini_hook(document: Any, path: str, launcher: wrap.Launcher, result: Plan) -> None:
@@ -552,6 +553,9 @@ def _tail(result: Plan, *, dry_run: bool) -> list[str]:
     if result.ignored_checkpoint:
         lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
     lines += _policy_summary(result, dry_run=dry_run)
+    sessions = clients.CLIENTS[result.client].sessions
+    if sessions and (result.changes or result.wrapped):
+        lines.append(f"sessions: {sessions}")
     if result.changes:
         lines += [f"to do: {note}" for note in result.notes]
     if not result.changes:

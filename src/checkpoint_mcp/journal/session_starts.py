@@ -17,8 +17,9 @@ Desktop, which runs no hooks; a client whose hook is off), the proxy cannot tell
 within one proxy is asked about once instead of run (docs/sessions.md).
 
 Recording opens a connection of its own, writes one row and closes it: the resume brief's readers stay read-only.
-Never raises: a journal that cannot be written now (locked, older than schema 7, gone) is skipped with a reason,
-which never holds the journal's password.
+Where the journal does not exist yet (the first session of a project starts before any proxy made it), it is made
+first, as a proxy would. Never raises: a journal that cannot be written now (locked, older than schema 7, a folder
+that is not there) is skipped with a reason, which never holds the journal's password.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ INSERT_FROM: Final = "INSERT INTO session_starts (at, source, detail, clients) V
 NEWEST: Final = "SELECT at FROM session_starts ORDER BY id DESC LIMIT 1"
 NEWEST_FOR: Final = "SELECT at FROM session_starts WHERE clients IS NULL OR clients LIKE ? ORDER BY id DESC LIMIT 1"
 OWN: Final = "SELECT 1 FROM session_starts WHERE clients LIKE ? LIMIT 1"
+_NO_JOURNAL: Final = "no journal there yet"
 _FIRST_SCHEMA: Final = 7
 _CLIENTS_SCHEMA: Final = 8
 _WAIT_SECONDS: Final = 2.0
@@ -87,11 +89,23 @@ def record(
     text = json.dumps(dict(detail or {}), sort_keys=True, separators=(",", ":"))
     row = (utc_now(), source if source in SOURCES else "unknown", text, f" {' '.join(clients)} " if clients else None)
     try:
-        if location.startswith(("postgres://", "postgresql://")):
-            return _record_postgres(location, row)
-        return _record_sqlite(location, row)
+        why = _recorded(location, row)
+        if why == _NO_JOURNAL:
+            # The first session of a project starts before any proxy made its journal: make it now, as a proxy would,
+            # so that this start is on record too (else the session's own repeats would be asked about).
+            from checkpoint_mcp.journal import open_journal
+
+            open_journal(location).close()
+            why = _recorded(location, row)
+        return why
     except Exception as exc:  # a hook must never fail for this: the brief goes on without the mark
         return _scrubbed(f"{type(exc).__name__}: {exc}", location)
+
+
+def _recorded(location: str, row: tuple[str, str, str, str | None]) -> str | None:
+    if location.startswith(("postgres://", "postgresql://")):
+        return _record_postgres(location, row)
+    return _record_sqlite(location, row)
 
 
 def _scrubbed(text: str, location: str) -> str:
@@ -122,7 +136,7 @@ def _record_sqlite(path: str, row: tuple[str, str, str, str | None]) -> str | No
 
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(path):
-        return "no journal there yet"
+        return _NO_JOURNAL if os.path.isdir(os.path.dirname(path)) else "its folder does not exist"
     con = sqlite3.connect(path, timeout=_WAIT_SECONDS)
     try:
         application = int(con.execute("PRAGMA application_id").fetchone()[0])
@@ -144,7 +158,10 @@ def _record_postgres(url: str, row: tuple[str, str, str, str | None]) -> str | N
     except ImportError:
         return "psycopg is not installed"
     with psycopg.connect(url, autocommit=True, connect_timeout=5, application_name="checkpoint-brief") as conn:
-        meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM checkpoint_meta").fetchall())
+        try:
+            meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM checkpoint_meta").fetchall())
+        except psycopg.errors.UndefinedTable:
+            return _NO_JOURNAL
         if meta.get("application") != POSTGRES_APPLICATION:
             return "not a Checkpoint journal"
         version = int(meta.get("schema_version", "0"))

@@ -271,8 +271,9 @@ class InDoubt(CallRefused):
     ) -> None:
         if replica is not None:
             message = (
-                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running on the live gateway replica "
-                f"{replica}; a different call cannot take its sequence while it runs"
+                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running in another live process "
+                f"(replica {replica}: another session's proxy, or a gateway replica); do not send it again while it "
+                "runs, and no other call can take its sequence meanwhile"
             )
         elif in_flight_here:
             message = (

@@ -424,6 +424,11 @@ class Journal(ABC):
         """
         return None
 
+    def put_back(self, workflow: str, seq: int) -> None:
+        """``seq`` of ``workflow``, which ``allocate_seq`` gave, went to no call (its reservation found a condition
+        unmet): the next call takes it, where this process holds its sequences ahead; by default it stays unused."""
+        return None
+
     def give_back(self) -> None:
         """Give back the sequences ``ready_seq`` took ahead, where no other process took a step since (this process
         no longer shares the workflow, or stops); by default nothing to do."""

@@ -347,6 +347,12 @@ class SqlJournal(Journal):
             raise JournalUnavailable(f"journal {self.location} has no workflow {workflow!r} to take a sequence of")
         held.extend(range(last - size + 1, last + 1))
 
+    def put_back(self, workflow: str, seq: int) -> None:
+        """See ``Journal.put_back``: the next call of this process takes ``seq`` first."""
+        held = self._ahead.get(workflow)
+        if held is not None and seq not in held:
+            held.insert(0, seq)
+
     def give_back(self) -> None:
         """See ``Journal.give_back``: each workflow's counter goes back to before the sequences in hand, where no
         other process took a step since (a compare-and-set); else they stay unused. Best effort."""

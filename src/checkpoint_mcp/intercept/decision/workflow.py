@@ -205,12 +205,15 @@ class Workflow:
         """
         new = NewCall(call.name, call.stored(redact), call.signature, call.key, call.identity, _repeat_rule(call))
         workflow, seq = place.lineage.head, place.seq
+        allocated = seq is None
         if seq is None:
             seq = self.journal.allocate_seq(workflow) or self._cursor  # the journal has a counter where it is shared
         durable, approval = False, None
         if conditions:
             reserved = self.journal.reserve(place.lineage, seq, new, conditions)
             if isinstance(reserved, Unmet):
+                if allocated:
+                    self.journal.put_back(workflow, seq)  # a refused call takes no sequence
                 return reserved
             assert isinstance(reserved, Reserved)
             durable, approval = True, reserved.approval

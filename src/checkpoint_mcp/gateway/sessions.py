@@ -34,10 +34,10 @@ from checkpoint_mcp.gateway.federation import Federation, FederationHealth, ask
 from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.principals import journal_workflow
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.traced import traced
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal import is_postgres_url
 from checkpoint_mcp.journal.base import Journal, Ownership, Presence
 from checkpoint_mcp.journal.committer import Committer

@@ -40,7 +40,6 @@ from checkpoint_mcp.intercept.decision.verdicts import (
     Settle,
     Verdict,
 )
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import (
     batch_has_tool_call,
@@ -55,8 +54,8 @@ from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
 from checkpoint_mcp.intercept.settler import Answered, Forward, PendingProbe, Settler
-from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
-from checkpoint_mcp.intercept.turns import Join as JoinTurn
+from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Resubmit
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.conditions import Unmet
 from checkpoint_mcp.journal.records import CallState
@@ -418,9 +417,11 @@ class Interceptor:
                 return self._in_flight.track(Track.PLAIN, message.id, key=key), line
             else:
                 call = Call.of(message.id, params, rule, read_only, self.hello.get("clientInfo"))
+                place = workflow.place(call, unit)
                 facts = Facts(
                     call,
                     workflow,
+                    place,
                     unit,
                     policy,
                     on_divergence=self._config.on_divergence,
@@ -428,6 +429,8 @@ class Interceptor:
                     session=self._session,
                 )
                 decision = decide(call, facts)
+                if decision.fork is not None:
+                    workflow.forked(unit, decision.fork)
                 verdict: Verdict | Claimed
                 if decision.verdict is None:
                     conditions = [condition for _, condition in decision.required]
@@ -438,7 +441,7 @@ class Interceptor:
                     verdict = decision.verdict
                 if not isinstance(verdict, Claimed | Continue):
                     return self._carry_out(message, line, call, verdict, out, ask)
-                claimed = verdict if isinstance(verdict, Claimed) else verdict.claimed
+                claimed = verdict if isinstance(verdict, Claimed) else workflow.continued(verdict.awaiting)
                 if isinstance(verdict, Claimed):
                     line = self._keyed(line, claimed)
                 return self._in_flight.track(Track.TOOL_CALL, message.id, claimed, key=key), line
@@ -478,7 +481,7 @@ class Interceptor:
                 return None
         refusal = error_line(message.id, verdict.refusal.to_error())
         if isinstance(verdict, Join):
-            out.joins.append(JoinTurn(line, refusal, verdict.workflow, verdict.seq))
+            out.resubmits.append(Resubmit(line, refusal, verdict.workflow, verdict.seq))
         else:
             out.to_client.append(refusal)
         return None

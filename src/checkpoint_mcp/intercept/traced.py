@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import CallTrace
 

@@ -250,8 +250,13 @@ class UnitOfWork(ABC):
         """The replica that reserved this PENDING call gives it up (its exchange broke): in doubt for everyone."""
 
     @abstractmethod
-    def fork(self, lineage: Lineage, seq: int) -> Lineage:
-        """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
+    def branch(self, lineage: Lineage, seq: int) -> Lineage:
+        """The lineage a branch of ``lineage`` started at ``seq`` would make (its new head named, nothing written):
+        what ``fork`` records."""
+
+    @abstractmethod
+    def fork(self, branched: Lineage) -> None:
+        """Start the branch ``branch`` named, the head of ``branched`` (created at commit)."""
 
     @abstractmethod
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:

@@ -185,16 +185,18 @@ class _SqlUnit(UnitOfWork):
     def disown(self, workflow: str, seq: int) -> None:
         self._ops.append((_DISOWN_CALL, (workflow, seq), None))
 
-    def fork(self, lineage: Lineage, seq: int) -> Lineage:
+    def branch(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
         count = self._one("SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,))[0]
         count = int(count) + self._branch_count(root)
+        return Lineage((Branch(f"{root}~{count + 1}", seq), *lineage.branches))
+
+    def fork(self, branched: Lineage) -> None:
+        root, (head, parent) = branched.root, branched.branches[:2]
         self._branches[root] = self._branches.get(root, 0) + 1
-        name = f"{root}~{count + 1}"
         now = utc_now()
-        event = Event(name, "forked", seq, {"parent": lineage.head, "root": root}, now)
-        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, now), event))
-        return Lineage((Branch(name, seq), *lineage.branches))
+        event = Event(head.workflow, "forked", head.start, {"parent": parent.workflow, "root": root}, now)
+        self._ops.append((_INSERT_BRANCH, (head.workflow, root, parent.workflow, head.start, now), event))
 
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit

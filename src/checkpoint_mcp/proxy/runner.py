@@ -58,8 +58,8 @@ def run_proxy(config: ProxyConfig) -> int:
         elif config.workflow_id is not None or config.replay_from_start or config.policy is not None:
             logger.warning("--workflow-id, --replay-from-start and --policy have no effect without --journal")
         upstream = _upstream(config)
-        from checkpoint_mcp.intercept.decision.workflow import Workflow
         from checkpoint_mcp.intercept.traced import traced
+        from checkpoint_mcp.intercept.workflow import Workflow
         from checkpoint_mcp.proxy.relay import Relay
 
         workflow = None

@@ -2,26 +2,79 @@
 process knows of the workflow's calls.
 
 A check does no I/O of its own: what it reads of the journal it reads here, once (each read is made when a check
-first asks for it, and kept), and what it wants written it returns (a verdict, a requirement, a note). The place
-(where the call goes, and the row there) is read before the first check.
+first asks for it, and kept), and what it wants written it returns (a verdict, a requirement, a note, a fork). The
+place (where the call goes, and the row there) is read before the first check, by the interceptor's ``Workflow``
+(``intercept/workflow.py``), which the checks see only as ``KnownCalls``: they never change it. A fork a check asks
+for is named here (a read) and recorded after the decision, by the interceptor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from checkpoint_mcp.clock import iso_before
 from checkpoint_mcp.intercept.decision.call import Call
+from checkpoint_mcp.intercept.decision.verdicts import AwaitingInput
 from checkpoint_mcp.intercept.policy import BUILT_IN, Policy, ToolRule
-from checkpoint_mcp.journal.base import UnitOfWork
+from checkpoint_mcp.journal.base import Journal, Lineage, UnitOfWork
 from checkpoint_mcp.journal.records import CallRecord
 from checkpoint_mcp.journal.report import operator_commands
 from checkpoint_mcp.journal.session_starts import SessionStarts
 
 if TYPE_CHECKING:
     from checkpoint_mcp.intercept.decision.memory import SessionMemory
-    from checkpoint_mcp.intercept.decision.workflow import Place, Workflow
+
+
+class Place(NamedTuple):
+    """Where a call goes: its sequence in the lineage, and the row that counts there."""
+
+    lineage: Lineage
+    seq: int | None  # None: a fresh one of the workflow's shared counter, taken only if the call is reserved
+    row: CallRecord | None  # by the call's key, or at its sequence
+
+    @property
+    def collected(self) -> bool:
+        """True when no row counts here because `checkpoint journal gc` removed finished rows up to here."""
+        seq = self.seq
+        return self.row is None and seq is not None and seq <= self.lineage.branch_at(seq).collected_through
+
+
+class KnownCalls(Protocol):
+    """What this process knows of a workflow's calls, as the checks read it (``intercept/workflow.py``'s
+    ``Workflow``, which the interceptor changes as calls are reserved, answered and committed)."""
+
+    @property
+    def journal(self) -> Journal:
+        """The journal the workflow is written to."""
+        ...
+
+    @property
+    def join_timeout(self) -> float | None:
+        """How long a call matching one in flight here waits for it (None: joins are off)."""
+        ...
+
+    @property
+    def running(self) -> Mapping[tuple[str, int], str]:
+        """(workflow, seq) -> signature of each call reserved here and not yet finished."""
+        ...
+
+    @property
+    def awaiting(self) -> Sequence[AwaitingInput]:
+        """The 2026-07-28 calls that asked their client for input."""
+        ...
+
+    @property
+    def principal(self) -> str | None:
+        """Whose every call of the workflow is (`checkpoint serve --issuer`); None: nobody's."""
+        ...
+
+    @property
+    def shared(self) -> bool:
+        """True where other processes may write the workflow meanwhile: what a check read is tested again as the
+        call is reserved."""
+        ...
 
 
 class Facts:
@@ -30,7 +83,8 @@ class Facts:
     def __init__(
         self,
         call: Call,
-        workflow: Workflow,
+        known: KnownCalls,
+        place: Place,
         unit: UnitOfWork,
         policy: Policy | None,
         *,
@@ -38,35 +92,30 @@ class Facts:
         redact: bool = False,
         session: SessionMemory | None = None,
     ) -> None:
-        """Read where ``call`` goes (``Workflow.place``).
-
-        Raises:
-            InvalidCallParams: its key and sequence disagree, or no sequence is left.
-            JournalError: the journal could not be read.
-        """
+        """``place``: where ``call`` goes, as the workflow placed it (``Workflow.place``)."""
         self.call = call
-        self.workflow = workflow
+        self.known = known
         self.unit = unit
         self.policy = policy
         self.on_divergence = on_divergence
         self.redact = redact  # --redact-args-in-journal: arguments are not journaled, so not shown either
         self.session = session  # the client session the call comes from (None: requests of no session)
-        self.place: Place = workflow.place(call, unit)
+        self.place = place
 
     @property
     def location(self) -> str:
         """The journal, as operator commands name it."""
-        return self.workflow.journal.location
+        return self.known.journal.location
 
     @property
     def join_timeout(self) -> float | None:
         """How long a call matching one in flight waits for it (None: joins are off, it is refused)."""
-        return self.workflow.join_timeout
+        return self.known.join_timeout
 
     @property
     def shared(self) -> bool:
         """True where replicas share the journal: what a check read must be tested again as the call is reserved."""
-        return self.workflow.shared
+        return self.known.shared
 
     def commands(self, workflow: str, seq: int) -> dict[str, str]:
         """The operator commands that show and resolve call ``seq`` of ``workflow``."""
@@ -79,19 +128,19 @@ class Facts:
     def running(self, workflow: str, seq: int) -> str | None:
         """The signature of the call running here at ``seq`` of ``workflow``, reserved and not finished (no row may
         show it yet: another gateway session's unit of work has not committed it), or None."""
-        return self.workflow.running.get((workflow, seq))
+        return self.known.running.get((workflow, seq))
 
     def running_alike(self) -> tuple[str, int] | None:
         """A call running here, of this lineage, with this call's signature (reserved and not yet committed), if any."""
         workflows = {branch.workflow for branch in self.place.lineage.branches}
-        for (workflow, seq), signature in self.workflow.running.items():
+        for (workflow, seq), signature in self.known.running.items():
             if signature == self.call.signature and workflow in workflows:
                 return workflow, seq
         return None
 
     def replica_alive(self, replica: str) -> bool:
         """True while the gateway replica ``replica`` is alive (this process is never another replica)."""
-        journal = self.workflow.journal
+        journal = self.known.journal
         return replica != journal.replica_id and journal.replica_alive(replica)
 
     @cached_property
@@ -133,8 +182,11 @@ class Facts:
     def session_starts(self) -> SessionStarts:
         """What the session starts recorded on this journal say of this call's client session (a clear, a
         compaction, a resume: ``Journal.session_starts``)."""
-        return self.workflow.journal.session_starts(self.session.client if self.session is not None else None)
+        return self.known.journal.session_starts(self.session.client if self.session is not None else None)
 
-    def fork(self, record: CallRecord) -> None:
-        """The call diverged from ``record`` under ``--on-divergence fork``: it goes to a new branch from there."""
-        self.place = self.workflow.fork(self.unit, record.seq)
+    def fork(self, record: CallRecord) -> Lineage:
+        """The call diverged from ``record`` under ``--on-divergence fork``: it goes to a new branch from there, named
+        now (a read) and returned; the interceptor records it after the decision (``Decision.fork``)."""
+        branched = self.unit.branch(self.place.lineage, record.seq)
+        self.place = Place(branched, record.seq, None)
+        return branched

@@ -34,7 +34,7 @@ def scope_key(scope: Scope, facts: Facts) -> str:
     workflow of its principal (`checkpoint serve --issuer`; a call of no principal counts per workflow)."""
     if scope is Scope.JOURNAL:
         return "journal"
-    principal = facts.workflow.principal
+    principal = facts.known.principal
     if scope is Scope.PRINCIPAL and principal is not None:
         return f"principal:{principal}"
     return f"workflow:{facts.place.lineage.root}"

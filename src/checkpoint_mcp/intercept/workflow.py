@@ -1,23 +1,26 @@
-"""What one process knows of a workflow's calls, shared by every interceptor that journals to it.
+"""What one process knows of a workflow's calls, shared by every interceptor that journals to it; the interceptor's
+state beside its decision.
 
 Where new calls go (the lineage, which a fork moves to a new branch, and the cursor that gives a call without a
-sequence its own), which calls run here (reserved and not yet finished: no row shows a call another gateway
-session reserved until its unit commits), and which 2026-07-28 calls await their client's input. The decision
-(``decision/``) reads it through ``Facts``; the interceptor changes it as calls are reserved, answered and
-committed. A gateway's sessions of one workflow share one ``Workflow``, so their calls take distinct sequences
-and see each other in flight.
+sequence its own, or, where the workflow is shared, the journal's shared counter), which calls run here (reserved and
+not yet finished: no row shows a call another gateway session reserved until its unit commits), and which 2026-07-28
+calls await their client's input. It places a call before the decision; the checks (``decision/``) read it through
+``Facts`` as ``KnownCalls`` and never change it; the interceptor changes it with what the decision said (the
+reservation, a fork, a continued call) and as calls are answered and committed. A gateway's sessions of one workflow
+share one ``Workflow``, so their calls take distinct sequences and see each other in flight.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
-from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
+from checkpoint_mcp.intercept.decision.facts import Place
+from checkpoint_mcp.intercept.decision.verdicts import AwaitingInput, Claimed, Note
 from checkpoint_mcp.intercept.policy import Repeat
 from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_SEQ, Journal, Lineage, Ownership, UnitOfWork
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
@@ -26,27 +29,6 @@ from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed, Workf
 from checkpoint_mcp.wire import dumps
 
 logger = logging.getLogger(__name__)
-
-
-class Place(NamedTuple):
-    """Where a call goes: its sequence in the lineage, and the row that counts there."""
-
-    lineage: Lineage
-    seq: int | None  # None: a fresh one of the workflow's shared counter, taken only if the call is reserved
-    row: CallRecord | None  # by the call's key, or at its sequence
-
-    @property
-    def collected(self) -> bool:
-        """True when no row counts here because `checkpoint journal gc` removed finished rows up to here."""
-        seq = self.seq
-        return self.row is None and seq is not None and seq <= self.lineage.branch_at(seq).collected_through
-
-
-class AwaitingInput(NamedTuple):
-    """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
-
-    claimed: Claimed
-    request_state: str | None
 
 
 class Workflow:
@@ -170,16 +152,17 @@ class Workflow:
         self._fresh_from = max(self._fresh_from, highest + 1)
         logger.info("workflow %r is now this proxy's alone: a call names its sequence", self._lineage.root)
 
-    def fork(self, unit: UnitOfWork, seq: int) -> Place:
-        """Start a branch of the lineage at ``seq`` (created when ``unit`` commits); where the call goes now."""
-        parent = self._lineage
-        self._lineage = unit.fork(parent, seq)
+    def forked(self, unit: UnitOfWork, branched: Lineage) -> None:
+        """A call diverged: new calls go to the branch the decision named, the head of ``branched`` (created when
+        ``unit`` commits)."""
+        parent, seq = self._lineage, branched.branches[0].start
+        unit.fork(branched)
+        self._lineage = branched
         self._cursor = seq + 1  # the branch's history ends with this call
         self._fresh_from = seq + 1
         logger.warning(
             "call #%d diverged from workflow %r: continuing on the new branch %r", seq, parent.head, self.head
         )
-        return Place(self._lineage, seq, None)
 
     @property
     def head(self) -> str:

@@ -152,7 +152,7 @@ def test_vscode_s_hook_brings_the_brief_to_each_chat_and_marks_where_it_begins(
     (project / ".vscode").mkdir()
     (project / ".vscode" / "mcp.json").write_text(json.dumps({"servers": {"mailbox": mailbox.entry()}}))
     summary = init(project, env, "--client", "vscode")
-    assert "added the SessionStart agent hook .github/hooks/checkpoint-session-start.json" in summary, summary
+    assert "wrote the SessionStart agent hook .github/hooks/checkpoint-session-start.json" in summary, summary
     tally = Tally()
     with VsCode.window("VS Code", project, env) as code:
         first = code.new_chat()

@@ -120,7 +120,7 @@ def init(
     """
     import shutil
 
-    from checkpoint_mcp.init import files, plan, scopes, wrap
+    from checkpoint_mcp.init import files, outcome, plan, scopes, wrap
 
     asked_client = client
     client = client or "claude-code"
@@ -154,10 +154,10 @@ def init(
                 click.echo(files.unified_diff(change.path, change.before, change.after), nl=False)
         if result.changes and not dry_run:
             files.apply(project, result.changes)
-            scopes.make_journal_folders(result.scoped)
+            scopes.make_journal_folders(result.wrapped)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
-    for line in plan.summary(result, dry_run=dry_run):
+    for line in outcome.summary(result, dry_run=dry_run):
         click.echo(line, err=True)
     if asked_client is None:
         for line in _found(project, client):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -41,7 +42,7 @@ from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
 from checkpoint_mcp.journal.reserving import Reserving
 from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.rows import record as _record
-from checkpoint_mcp.journal.sequences import SequenceBlocks
+from checkpoint_mcp.journal.sequences import BLOCK_SECONDS, SequenceBlocks
 from checkpoint_mcp.journal.settlements import Settlements
 
 
@@ -58,6 +59,9 @@ class Cursor(Protocol):
 
 _INSERT_CALL = INSERT_CALL
 _DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
+AHEAD_MAX = 64
+"""The most sequences a proxy of one client session holds ahead (``SqlJournal.allocate_seq``): what a crash of it
+leaves unused, at most."""
 TAKE_BLOCK = (
     "UPDATE workflows SET next_seq = max(next_seq, coalesce(fork_seq, 0),"
     f" (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = ? AND seq <= {MAX_CLIENT_SEQ})) + ?"
@@ -297,13 +301,15 @@ class SqlJournal(Journal):
         self._principals = Principals(self)
         self._sequences = SequenceBlocks(lambda workflow, size: self._take_block(workflow, size, wait=True))
         self._ahead: dict[str, list[int]] = {}  # workflow -> sequences of its counter in hand (``ready_seq``)
+        self._stepped: dict[str, tuple[float, int]] = {}  # workflow -> when its counter was last stepped, and how far
 
     def allocate_seq(self, workflow: str) -> int | None:
         """For a replica: a sequence of the workflow's shared counter. A workflow ``ready_seq`` readied (a proxy of
-        one client session) takes them one at a time, one ahead: its calls take consecutive sequences, and where
-        taking the next would wait for another writer (SQLite's write lock, held by another session's commit), the
-        one in hand is used and the step waits for the next call, so the proxy's event loop goes on. Any other
-        (a gateway replica) takes them from blocks (``sequences``: 1 to ``BLOCK_MAX`` by the pace of its calls).
+        one client session) takes them ahead, a few at a time (``_top_up``): its calls take consecutive sequences,
+        and where taking more would wait for another writer (SQLite's write lock, held by another session's
+        commit), one in hand is used and the step waits for the next call, so the proxy's event loop goes on. Any
+        other (a gateway replica) takes them from blocks (``sequences``: 1 to ``BLOCK_MAX`` by the pace of its
+        calls).
 
         Raises:
             JournalUnavailable: the counter could not be stepped (nothing was handed out).
@@ -319,7 +325,7 @@ class SqlJournal(Journal):
         return held.pop(0)
 
     def ready_seq(self, workflow: str) -> None:
-        """See ``Journal.ready_seq``: this process takes ``workflow``'s sequences one ahead (``allocate_seq``); the
+        """See ``Journal.ready_seq``: this process takes ``workflow``'s sequences ahead (``allocate_seq``); the
         first are taken now, waiting for the lock if they must.
 
         Raises:
@@ -332,13 +338,21 @@ class SqlJournal(Journal):
             self._top_up(workflow, held, wait=True)
 
     def _top_up(self, workflow: str, held: list[int], *, wait: bool) -> None:
-        """Take sequences of ``workflow``'s counter until two are in hand (the call's, and the next); ``wait``: for
-        another writer's lock, else (one is in hand) a step that meets it is left for the next call.
+        """Take sequences of ``workflow``'s counter until enough are in hand: the call's and the next, or, while the
+        calls come faster than ``BLOCK_SECONDS`` a step, twice as many as the step before (up to ``AHEAD_MAX``:
+        one step a call cost a write transaction each); ``wait``: for another writer's lock, else (one is in hand) a
+        step that meets it is left for the next call.
 
         Raises:
             JournalUnavailable: the step failed (nothing was taken), and no sequence is in hand.
         """
-        size = 2 - len(held)
+        now = time.monotonic()
+        stepped, target = self._stepped.get(workflow, (0.0, 2))
+        if now - stepped < BLOCK_SECONDS:
+            target = min(target * 2, AHEAD_MAX)
+        elif now - stepped > 4 * BLOCK_SECONDS:
+            target = 2
+        size = max(target - len(held), 1)
         try:
             last = self._take_block(workflow, size, wait=wait)
         except JournalUnavailable as exc:
@@ -348,6 +362,7 @@ class SqlJournal(Journal):
         if last is None:
             raise JournalUnavailable(f"journal {self.location} has no workflow {workflow!r} to take a sequence of")
         held.extend(range(last - size + 1, last + 1))
+        self._stepped[workflow] = (now, target)
 
     def put_back(self, workflow: str, seq: int) -> None:
         """See ``Journal.put_back``: the next call of this process takes ``seq`` first."""

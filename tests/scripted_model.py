@@ -25,10 +25,12 @@ from fake_api import QuietHandler, loopback
 
 @dataclass
 class ToolCall:
-    """One turn of the plan: the model calls ``name`` (``mcp__server__tool`` or a built-in) with ``arguments``."""
+    """One turn of the plan: the model calls ``name`` (``mcp__server__tool`` or a built-in) with ``arguments``;
+    ``after``: the model makes it only once the event is set (a test holds a session there)."""
 
     name: str
     arguments: dict[str, Any]
+    after: threading.Event | None = None
 
 
 @dataclass
@@ -58,19 +60,32 @@ class ScriptedModel:
         interrupted one, so they are told apart by the id this model gave them)."""
         if not request.get("tools"):
             return [{"type": "text", "text": "ok"}]  # a side request (a title, a summary): not part of the plan
+        done = self._done(request)
+        turns = self.turns()
+        if done < len(turns):
+            turn = turns[done]
+            mine = f"toolu_{self.tag}_"
+            return [{"type": "tool_use", "id": f"{mine}{done:04d}", "name": turn.name, "input": turn.arguments}]
+        return [{"type": "text", "text": self.closing}]
+
+    def _done(self, request: dict[str, Any]) -> int:
+        """How many of this model's own tool calls the conversation holds."""
         mine = f"toolu_{self.tag}_"
-        done = sum(
+        return sum(
             1
             for message in request.get("messages", [])
             if message.get("role") == "assistant"
             for block in (message.get("content") if isinstance(message.get("content"), list) else [])
             if isinstance(block, dict) and block.get("type") == "tool_use" and str(block.get("id")).startswith(mine)
         )
+
+    def turn_of(self, request: dict[str, Any]) -> ToolCall | None:
+        """The turn a request of the plan is answered with (None: the closing text, or a side request)."""
+        if not request.get("tools"):
+            return None
+        done = self._done(request)
         turns = self.turns()
-        if done < len(turns):
-            turn = turns[done]
-            return [{"type": "tool_use", "id": f"{mine}{done:04d}", "name": turn.name, "input": turn.arguments}]
-        return [{"type": "text", "text": self.closing}]
+        return turns[done] if done < len(turns) else None
 
     def texts(self) -> list[str]:
         """Every text the model was shown (system prompts, user and tool-result text), request by request."""
@@ -139,6 +154,9 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             with model.lock:
                 model.requests.append(request)
                 blocks = model.answer(request)
+            turn = model.turn_of(request)
+            if turn is not None and turn.after is not None:
+                turn.after.wait(timeout=180)  # outside the lock: the test holds this session here
             if not request.get("stream"):
                 stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
                 self.json(

@@ -76,6 +76,7 @@ SAMPLES: dict[type[CallRefused], CallRefused] = {
     refusals.LimitReached: refusals.LimitReached.over_limit(
         workflow="wf", tool="t", rule="tools.t", scope="workflow", calls=3, per="1h", counted=3, after="later"
     ),
+    refusals.WorkflowSharedRefusal: refusals.WorkflowSharedRefusal(workflow="wf", tool="t", seq=7),
 }
 
 

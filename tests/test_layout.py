@@ -87,7 +87,14 @@ LONG_MODULES: dict[str, str] = {
     "decision/",
     "journal/sql.py": "every statement the journal runs, in the SQL both databases accept: the unit of work and the "
     "store that writes its batches",
+    "journal/postgres.py": "what PostgreSQL alone does: its connection and its recovery, advisory locks, replicas' "
+    "sequences, pipelined commits",
     "refusals.py": "the wire contract: every code, its table, and each refusal's message, read side by side",
+    "journal/base.py": "the journal's vocabulary and the one store interface every database implements, read side by "
+    "side (issue 42 added shared ownership, replicas of a stdio proxy and session starts per client to it; issue 45 "
+    "reshapes the store)",
+    "journal/sqlite.py": "what SQLite alone does: its connection, transactions and migrations, and the file locks of "
+    "ownership (exclusive or shared) and of a replica's presence, whose liveness only the kernel knows",
 }
 
 

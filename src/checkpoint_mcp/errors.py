@@ -10,6 +10,7 @@ The hierarchy::
     │   ├── JournalCorrupt              the file is not a Checkpoint journal, or is damaged
     │   ├── JournalVersionError         written by a newer Checkpoint; refused, never modified
     │   ├── WorkflowOwned               another live proxy owns the workflow
+    │   │   └── WorkflowShared          other live proxies share it, so none can own it alone
     │   └── WorkflowOfAnother           the journal records the workflow as another principal's (serve)
     ├── UpstreamError                   the upstream MCP server could not be started or died
     ├── InvalidToken                    a bearer token `checkpoint serve` cannot accept (HTTP 401)
@@ -86,6 +87,20 @@ class WorkflowOwned(JournalError):
         self.workflow = workflow
         self.owner = owner
         super().__init__(f"workflow {workflow!r} is owned by another live proxy ({owner})")
+
+
+class WorkflowShared(WorkflowOwned):
+    """Other live proxies share the workflow (their calls are identified by content), so none may own it alone."""
+
+    def __init__(self, workflow: str, sharers: str) -> None:
+        self.workflow = workflow
+        self.owner = f"shared by {sharers}"
+        JournalError.__init__(
+            self,
+            f"workflow {workflow!r} is shared by other live proxies ({sharers}: sessions whose calls are identified "
+            "by their content), so it cannot be owned alone; a proxy that numbers its calls (--replay-from-start, "
+            "_meta.checkpoint_seq) needs a workflow of its own (--workflow-id), or the others stopped",
+        )
 
 
 class WorkflowOfAnother(JournalError):

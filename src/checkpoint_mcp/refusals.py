@@ -15,7 +15,8 @@ The refusals (each a ``CallRefused``, a ``CheckpointError`` of ``errors.py``)::
     ├── Stopped                     -31088 the proxy shut down before the upstream answered
     ├── RepeatRefused               -31089 a tool policy refuses a call that repeats a completed one by content
     ├── ApprovalRequired            -31090 a tool policy wants a person's approval for this exact call first
-    └── LimitReached                -31091 a tool policy's limit or budget leaves no room for this call now
+    ├── LimitReached                -31091 a tool policy's limit or budget leaves no room for this call now
+    └── WorkflowSharedRefusal       -31092 a call that names its sequence, in a workflow other proxies share
 
 A ``CallRefused`` carries the JSON-RPC ``code`` and a ``data`` object a program can act on, and builds its own
 ``message``, which must stand alone (LLM clients show the model nothing else). ``ERROR_CODES`` is the one table of
@@ -70,6 +71,7 @@ STOPPED: Final = -31088
 REPEAT_REFUSED: Final = -31089
 APPROVAL_REQUIRED: Final = -31090
 LIMIT_REACHED: Final = -31091
+WORKFLOW_SHARED: Final = -31092
 
 
 class ErrorCode(NamedTuple):
@@ -165,6 +167,12 @@ ERROR_CODES: Final[dict[int, ErrorCode]] = {
         "`--policy` with `limit` or `budget`: the tool's calls in the rolling window leave no room for this one (or "
         "its amount cannot be read); it did not run",
         ("limit", "budget", "budget_amount"),
+    ),
+    WORKFLOW_SHARED: ErrorCode(
+        "workflow shared",
+        "a call that names its sequence (`_meta.checkpoint_seq`) needs its workflow alone, and other live proxies "
+        "share it (sessions whose calls are identified by content, docs/sessions.md); it did not run",
+        ("workflow_shared",),
     ),
 }
 """code -> its row. The README's error table and the CHANGELOG's migration map are generated from this."""
@@ -263,8 +271,9 @@ class InDoubt(CallRefused):
     ) -> None:
         if replica is not None:
             message = (
-                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running on the live gateway replica "
-                f"{replica}; a different call cannot take its sequence while it runs"
+                f"in flight: call #{seq} ({tool}) of workflow {workflow!r} is running in another live process "
+                f"(replica {replica}: another session's proxy, or a gateway replica); do not send it again while it "
+                "runs, and no other call can take its sequence meanwhile"
             )
         elif in_flight_here:
             message = (
@@ -454,8 +463,11 @@ class RepeatRefused(CallRefused):
         commands: dict[str, str],
         differences: Sequence[str] = (),
         confirm_within: str | None = None,
+        session_unknown: bool = False,
     ) -> None:
         ran = f"{tool} already ran {ago} ago (call #{seq}, at {started_at}) and returned: {result}."
+        if session_unknown:
+            ran += " (This client does not say where its sessions begin, so a repeat is asked about once.)"
         differ = ""
         if differences:
             shown = "; ".join(differences[:3]) + (" …" if len(differences) > 3 else "")
@@ -487,6 +499,7 @@ class RepeatRefused(CallRefused):
                 "resolve": {"show": commands["show"], "release": commands["release"]},
                 **({"difference": list(differences)} if differences else {}),
                 **({"confirmWithin": confirm_within} if confirm_within is not None else {}),
+                **({"session": "unknown"} if session_unknown else {}),
             },
         )
 
@@ -601,3 +614,19 @@ _SCOPES: Final = {
 
 def _limit_data(reason: str, workflow: str, tool: str, rule: str, scope: str, more: dict[str, Any]) -> dict[str, Any]:
     return {"reason": reason, "workflow": workflow, "tool": tool, "rule": rule, "scope": scope, **more}
+
+
+class WorkflowSharedRefusal(CallRefused):
+    """A call that names its sequence (``_meta.checkpoint_seq``) in a workflow other live proxies share: numbered
+    calls need the workflow alone (another proxy's call could take the sequence meant for them), so it did not run.
+    The message stands alone: why, and what to do."""
+
+    code = WORKFLOW_SHARED
+
+    def __init__(self, *, workflow: str, tool: str, seq: int) -> None:
+        message = (
+            f"not run: this {tool} call names its sequence ({seq}), which needs workflow {workflow!r} alone, and other "
+            "live proxies share it (sessions whose calls are identified by their content). Give this agent a "
+            "workflow of its own (--workflow-id), or stop the other sessions, then send it again."
+        )
+        super().__init__(message, {"reason": "workflow_shared", "workflow": workflow, "tool": tool, "seq": seq})

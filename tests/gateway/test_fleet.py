@@ -121,7 +121,7 @@ def test_a_different_call_at_a_sequence_running_on_another_replica_is_refused_as
     assert refused["error"]["data"]["replica"] == replica_a
     assert done_count(effects, "send_email") == 0
     assert resolve.returncode == 1
-    assert "in flight on the live gateway replica" in resolve.stderr
+    assert "in flight on the live replica" in resolve.stderr
     assert journal_states(pg_url, WORKFLOW) == {5: CallState.COMPLETED}
 
 

@@ -74,7 +74,7 @@ def test_claude_code_connects_the_local_and_user_servers_init_wrapped_and_a_call
     out = init_ok("--project", str(project), env=env)
     user_journal = Path(env["XDG_DATA_HOME"]) / "checkpoint" / "everywhere.db"
     assert f"(local scope, {dotclaude(env)}; the project's journal): mine" in out
-    assert f"(user scope, {dotclaude(env)}): everywhere, its own journal {user_journal}" in out
+    assert f"(user scope, {dotclaude(env)}; each its own journal): everywhere" in out
 
     after = mcp_list(project, env)
     assert {name: status for name, (_, status) in after.items()} == dict.fromkeys(

@@ -57,7 +57,7 @@ def test_init_then_init_again_changes_nothing_and_undo_puts_back_the_original_by
     out = init_ok("--project", str(project), "--diff")
     assert f"--- {project}/.mcp.json" in out
     assert f"+++ {project}/.claude/settings.json" in out
-    assert "wrapped: quoted, remote" in out
+    assert "; the project's journal): quoted, remote" in out
     assert "left alone: mine (already runs checkpoint)" in out
 
     mcp = json.loads((project / ".mcp.json").read_text())
@@ -174,12 +174,12 @@ def test_only_and_skip_choose_the_servers_and_an_unknown_name_is_an_error(projec
     assert done.returncode == 1
     assert "has no server named 'nope' (it has: quoted, remote, mine)" in done.stderr
     out = init_ok("--project", str(project), "--skip", "quoted,mine")
-    assert "wrapped: remote" in out
+    assert "; the project's journal): remote\n" in out
     assert "left alone: quoted (skipped)" in out
     mcp = servers(project / ".mcp.json")
     assert mcp["quoted"] == json.loads(HOSTILE_MCP_JSON)["mcpServers"]["quoted"]
     out = init_ok("--project", str(project), "--only", "quoted")
-    assert "wrapped: quoted" in out
+    assert "; the project's journal): quoted\n" in out
     init_ok("--undo", "--project", str(project))
     assert (project / ".mcp.json").read_text() == HOSTILE_MCP_JSON, "one undo undoes both runs"
     assert run_init("--undo", "--project", str(project)).returncode == 1
@@ -218,7 +218,7 @@ def test_another_clients_servers_get_their_policies_too(tmp_path: Path) -> None:
 
 def test_no_policy_writes_none_and_gives_no_server_one(project: Path) -> None:
     out = init_ok("--project", str(project), "--no-policy")
-    assert "wrapped: quoted, remote" in out
+    assert "; the project's journal): quoted, remote" in out
     assert "policies" not in out
     assert not any("--policy" in entry.get("args", []) for entry in servers(project / ".mcp.json").values())
     assert not (project / ".checkpoint" / "policies").exists()
@@ -405,7 +405,7 @@ def test_a_second_init_gives_the_session_server_the_journals_of_servers_added_si
     added = json.dumps(document, indent=4)
     path.write_text(added)
     out = init_ok(*args, env=env)
-    assert "wrapped: web" in out
+    assert "; the project's journal): web" in out
     assert "gave the session server 'checkpoint-session' 1 more journal(s)" in out
     table = servers(path, key)
     assert "--upstream-url" in table["web"]["args"]
@@ -433,7 +433,7 @@ def test_init_prints_a_summary_and_the_diffs_only_with_diff(project: Path) -> No
     quiet = run_init("--project", str(project))
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout == "", "no diff without --diff"
-    assert "wrapped: quoted, remote" in quiet.stderr
+    assert "; the project's journal): quoted, remote" in quiet.stderr
     init_ok("--undo", "--project", str(project))
 
     loud = run_init("--project", str(project), "--diff")
@@ -442,3 +442,28 @@ def test_init_prints_a_summary_and_the_diffs_only_with_diff(project: Path) -> No
     assert f"+++ {project}/.checkpoint/policies/remote.toml" in loud.stdout, "the policy files too"
     assert loud.stderr == quiet.stderr, "the same summary"
     assert run_init("--undo", "--diff", "--project", str(project)).returncode == 2
+
+
+def test_vscode_gets_a_session_start_agent_hook_of_its_own_that_a_second_init_leaves_and_undo_removes(
+    tmp_path: Path,
+) -> None:
+    """VS Code (Preview) runs the ``SessionStart`` hooks of ``.github/hooks/*.json`` at the first prompt of each chat
+    and reads Claude Code's ``hookSpecificOutput``: the hook names the project and every journal."""
+    vscode = tmp_path / ".vscode" / "mcp.json"
+    vscode.parent.mkdir()
+    vscode.write_text(json.dumps({"servers": {"files": {"command": "npx", "args": ["-y", "@x/files"]}}}))
+    out = init_ok("--project", str(tmp_path), "--client", "vscode", "--no-policy")
+    assert (
+        "wrote the SessionStart agent hook .github/hooks/checkpoint-session-start.json: VS Code sessions start" in out
+    )
+    assert "sessions: VS Code runs the SessionStart agent hook (Preview" in out
+    hook_file = tmp_path / ".github" / "hooks" / "checkpoint-session-start.json"
+    (hook,) = json.loads(hook_file.read_text())["hooks"]["SessionStart"]
+    journal = str(tmp_path / ".checkpoint" / "journal.db")
+    assert hook["type"] == "command"
+    assert hook["command"].endswith(
+        f"brief --hook --project-root {tmp_path} --journal {journal} --workflow-id files"
+    ), hook
+    assert "nothing to change" in init_ok("--project", str(tmp_path), "--client", "vscode", "--no-policy")
+    init_ok("--undo", "--project", str(tmp_path))
+    assert not hook_file.exists()

@@ -46,7 +46,9 @@ def test_cursor_gets_a_session_start_hook_that_prints_the_brief_in_cursor_s_json
     before = (project / ".cursor" / "hooks.json").read_bytes()
     done = run_init("--project", str(project), "--client", "cursor", "--no-policy")
     assert done.returncode == 0, done.stderr
-    assert "added the sessionStart hook in .cursor/hooks.json" in done.stderr, done.stderr
+    assert "wrote the sessionStart hook in .cursor/hooks.json: Cursor sessions start with the brief" in done.stderr, (
+        done.stderr
+    )
 
     hooks = json.loads((project / ".cursor" / "hooks.json").read_text())
     first, ours = hooks["hooks"]["sessionStart"]
@@ -95,7 +97,7 @@ def test_init_without_a_client_names_every_client_it_finds_configured_and_the_on
     (home / ".qwen" / "settings.json").write_text("{}")
     done = run_init("--project", str(project), "--no-policy")
     assert done.returncode == 0, done.stderr
-    assert "wrapped: effects" in done.stderr
+    assert "; the project's journal): effects" in done.stderr
     [found] = [line for line in done.stderr.splitlines() if line.startswith("clients found configured here: ")]
     assert f"Claude Code ({project / '.mcp.json'})" in found
     assert f"OpenCode ({project / 'opencode.json'})" in found

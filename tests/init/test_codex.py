@@ -247,7 +247,7 @@ def test_a_server_added_later_is_wrapped_with_its_headers_and_the_trusted_hook_s
 
     done = init(project, "--list-timeout", "2")
     assert done.returncode == 0, done.stderr
-    assert f"wrapped ({project.config}): later" in done.stderr, done.stderr
+    assert f"wrapped (project scope, {project.config}; the project's journal): later" in done.stderr, done.stderr
     assert project.config.read_text().split("[[hooks.SessionStart]]")[1].startswith(hooks.split("[mcp_servers")[0])
     transport = listed(project)["later"]["transport"]
     assert transport["args"][-6:] == [

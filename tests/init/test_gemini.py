@@ -211,7 +211,7 @@ def test_gemini_connects_to_both_servers_before_and_after_init_and_undo_restores
     before = snapshot(project)
 
     done = init(project)
-    assert "wrapped: mailbox, billing" in done.stderr, done.stderr
+    assert "; the project's journal): mailbox, billing" in done.stderr, done.stderr
     assert "wrapped (user scope, " in done.stderr, done.stderr
     assert "trust" in done.stderr, "the summary says the folder must be trusted"
     settings = json.loads(project.settings.read_text())

@@ -97,7 +97,9 @@ def test_the_brief_hook_joins_the_hooks_already_there_once(tmp_path: Path) -> No
     code, summary = gemini_init(tmp_path)
 
     assert code == 0, summary
-    assert "added the SessionStart hook" in summary, summary
+    assert (
+        "wrote the SessionStart hook `checkpoint brief --hook`: Gemini CLI sessions start with the brief" in summary
+    ), summary
     assert "trust" in summary, summary
     written = json.loads(path.read_text())["hooks"]
     assert written["BeforeTool"] == tool
@@ -134,7 +136,7 @@ def test_user_servers_get_their_own_journal_and_the_hook_and_undo_restores_the_u
     journal = temp_home / ".local" / "share" / "checkpoint" / "notes.db"
     assert option(notes["args"], "--journal") == str(journal)
     assert notes["cwd"] == "/srv"
-    assert f"wrapped (user scope, {user}): notes, its own journal {journal}" in summary, summary
+    assert f"wrapped (user scope, {user}; each its own journal): notes" in summary, summary
     assert settings["hooks"]["SessionStart"][0]["hooks"][0]["name"] == "checkpoint-brief"
     assert "checkpoint-session" not in settings["mcpServers"], "the session server is the project's"
 

@@ -168,7 +168,7 @@ def test_a_second_init_writes_only_the_new_servers_policies_keeps_every_edit_and
 
     done = run_init("--project", str(project), env=ENVIRON)
     assert done.returncode == 0, done.stderr
-    assert "wrapped: later, broken" in done.stderr
+    assert "; the project's journal): later, broken" in done.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name in before} == before
     assert load_policy(folder / "later.toml").rule_for("get_current_time").journal is False
     broken = (folder / "broken.toml").read_text()

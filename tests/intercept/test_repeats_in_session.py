@@ -67,6 +67,7 @@ def test_a_repeat_within_one_session_runs_and_the_same_call_from_a_new_session_i
 ) -> None:
     with proxy(location, tmp_path, IN_SESSION) as p:
         p.initialize()
+        session_start(location, tmp_path, "startup")  # the client's hook: it says where its sessions begin
         first, second = p.call(*SEND), p.call(*SEND)
         assert p.close() == 0, p.stderr
     with proxy(location, tmp_path, IN_SESSION) as p:
@@ -76,6 +77,30 @@ def test_a_repeat_within_one_session_runs_and_the_same_call_from_a_new_session_i
     assert "result" in first
     assert "result" in second
     assert resumed["error"]["code"] == REPEAT_REFUSED
+    assert done_count(tmp_path / "effects.jsonl", "send_email") == 2
+
+
+def test_where_the_client_never_says_where_its_sessions_begin_a_repeat_within_the_proxy_is_asked_once_and_runs_sent_again(
+    location: str, tmp_path: Path
+) -> None:
+    """Claude Desktop runs no hook, and shares one proxy with every chat: the proxy cannot tell this chat's repeat
+    from the next chat's. It asks: the repeat is answered once with what ran, when and its result, and runs when
+    sent again; never silently run, never blocked."""
+    with proxy(location, tmp_path, IN_SESSION) as p:
+        p.initialize()
+        first, asked, confirmed = p.call(*SEND), p.call(*SEND), p.call(*SEND)
+        assert p.close() == 0, p.stderr
+    assert "result" in first
+    error = asked["error"]
+    assert error["code"] == REPEAT_REFUSED
+    assert error["data"]["reason"] == "confirm", error
+    assert error["data"]["session"] == "unknown", error
+    message = error["message"]
+    assert message.startswith("repeat not run yet: send_email already ran"), message
+    assert "returned: sent to bob@example.com" in message
+    assert "does not say where its sessions begin" in message
+    assert "send this call again within 10m: it will then run" in message
+    assert "result" in confirmed
     assert done_count(tmp_path / "effects.jsonl", "send_email") == 2
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from checkpoint_mcp.journal import is_postgres_url
 from checkpoint_mcp.refusals import COLLECTED, FAILED_BY_OPERATOR, IN_DOUBT
 
-from support import ProxyProcess, checkpoint_argv, done_count, effects_proxy, server_cmd
+from support import ProxyProcess, checkpoint_argv, done_count, effects_proxy, journal_calls, server_cmd, wait_until
 
 
 def start(journal: str, tmp_path: Path, trigger: str | None = None) -> ProxyProcess:
@@ -95,16 +96,43 @@ def test_a_failed_call_can_be_resolved_as_completed(journal: str, tmp_path: Path
     assert reply["result"]["content"] == []
 
 
-def test_resolve_is_refused_while_a_live_proxy_owns_the_workflow(journal: str, tmp_path: Path) -> None:
+def test_resolve_is_refused_while_a_live_proxy_owns_the_workflow_alone(journal: str, tmp_path: Path) -> None:
     in_doubt_call(journal, tmp_path)
     with start(journal, tmp_path) as p:
-        p.request("ping")
+        assert "result" in p.call("send_email", {"to": "y"}, seq=2)  # it numbers its calls: the workflow is its alone
         refused = cli(journal, "resolve", "wf", "1", "--release", check=False)
         p.close()
     assert refused.returncode == 1
     assert "owned by another live proxy" in refused.stderr
     assert f"pid {p.proc.pid}" in refused.stderr
     assert replay(journal, tmp_path)["error"]["code"] == IN_DOUBT  # nothing changed
+
+
+def test_resolve_goes_on_beside_the_sessions_that_share_the_workflow_and_refuses_a_call_in_flight_in_one(
+    journal: str, tmp_path: Path
+) -> None:
+    in_doubt_call(journal, tmp_path)
+    gate = tmp_path / "open"
+    with start(journal, tmp_path) as p:  # a session whose calls are identified by content: it shares the workflow
+        p.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "tools/call",
+                "params": {"name": "gate", "arguments": {"path": str(gate)}},
+            }
+        )
+        wait_until(lambda: "started" in (tmp_path / "effects.jsonl").read_text(), what="the gated call started")
+        [flying] = [row.seq for row in journal_calls(journal, "wf") if row.tool == "gate"]
+        refused = cli(journal, "resolve", "wf", str(flying), "--release", check=False)
+        assert refused.returncode == 1
+        assert "is in flight on the live replica" in refused.stderr, refused.stderr
+        done = cli(journal, "resolve", "wf", "1", "--release")
+        assert "released" in done.stdout
+        gate.touch()
+        assert "result" in p.response(9)
+        assert p.close() == 0
+    assert replay(journal, tmp_path)["result"]["_meta"]["checkpoint/journal"]["replayed"] is False
 
 
 @pytest.mark.parametrize(
@@ -145,7 +173,7 @@ def test_every_resolution_is_audited_and_shown(journal: str, tmp_path: Path) -> 
     assert detail["outcome"]["message"] == "bounced"
 
 
-def test_ls_lists_in_doubt_workflows_first_with_their_live_owner(journal: str, tmp_path: Path) -> None:
+def test_ls_lists_in_doubt_workflows_first_with_the_live_proxies_that_share_them(journal: str, tmp_path: Path) -> None:
     with start(journal, tmp_path) as p:
         p.call("send_email", {"to": "x"})
         p.close()
@@ -168,11 +196,26 @@ def test_ls_lists_in_doubt_workflows_first_with_their_live_owner(journal: str, t
     assert table[0].split()[:2] == ["WORKFLOW", "LINEAGE"]
     assert table[1].startswith("zz ")  # in doubt first
     assert table[2].startswith("wf ")
-    assert f"pid {live.proc.pid}" in table[2]
     by_name = {w["workflow"]: w for w in data}
     assert by_name["zz"]["counts"] == {"PENDING": 1, "COMPLETED": 0, "FAILED": 0}
     assert by_name["zz"]["owner"] is None
-    assert by_name["wf"]["owner"]["pid"] == live.proc.pid
+    assert by_name["zz"]["sharers"] == []
+    if not is_postgres_url(journal):  # PostgreSQL names the database sessions, not the proxies' processes
+        assert f"shared: pid {live.proc.pid}" in table[2]
+        assert [sharer["pid"] for sharer in by_name["wf"]["sharers"]] == [live.proc.pid]
+    else:
+        assert "shared: a session from" in table[2]
+        assert len(by_name["wf"]["sharers"]) == 1
+    assert by_name["wf"]["owner"] is None
+
+
+def test_ls_names_the_live_owner_of_a_workflow_a_proxy_numbers_alone(journal: str, tmp_path: Path) -> None:
+    with start(journal, tmp_path) as live:
+        assert "result" in live.call("send_email", {"to": "x"}, seq=1)
+        data = json.loads(cli(journal, "ls", "--json").stdout)
+        live.close()
+    assert data[0]["owner"]["pid"] == live.proc.pid
+    assert data[0]["sharers"] == []
 
 
 def test_show_prints_a_timeline_with_short_arguments(journal: str, tmp_path: Path) -> None:

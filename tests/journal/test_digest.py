@@ -187,7 +187,8 @@ def test_a_forked_workflow_is_read_on_its_newest_branch(journal: str, workflow: 
     saved_at = _after_now()
     with _writer(journal, workflow) as (writer, lineage):
         unit = writer.unit()
-        branch = unit.fork(lineage, 2)
+        branch = unit.branch(lineage, 2)
+        unit.fork(branch)
         unit.reserve(branch.head, 2, NewCall("charge_card", "{}", "1" * 64))
         unit.commit()
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.journal import open_journal, postgres
+from checkpoint_mcp.journal import open_journal, postgres, session_starts
 from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.conditions import NewCall
@@ -429,22 +429,27 @@ repeat = "refuse"
 """
 
 
-def write_v7_journal(journal: str, backend: str) -> None:
-    """A journal exactly as schema version 7 left it, with one completed send_email to bob."""
+def write_v7_journal(journal: str, backend: str, *, session_start: bool = False) -> None:
+    """A journal exactly as schema version 7 left it, with one completed send_email to bob, or (``session_start``)
+    with one session start instead, recorded before starts named their client session."""
     sent = '{"content":[{"type":"text","text":"sent"}]}'
     row = ("wf", 1, "send_email", '{"to":"bob@x"}', call_signature("send_email", {"to": "bob@x"}), sent, utc_now())
     insert = (
         "INSERT INTO calls (workflow_id, seq, tool, arguments, signature, state, outcome, started_at, finished_at)"
         " VALUES (?, ?, ?, ?, ?, 'COMPLETED', ?, ?, ?)"
     )
+    start = "INSERT INTO session_starts (at, source, detail) VALUES ('2026-01-01T00:00:00.000Z', 'clear', '{}')"
     if backend == "sqlite":
         con = sqlite3.connect(journal)
         for version in range(1, 8):
             for statement in MIGRATIONS[version]:
                 con.execute(statement)
-        con.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', ?)", (utc_now(),))
-        con.execute(insert, (*row, utc_now()))
-        start_chains(con.execute, None, 7, utc_now())
+        if session_start:
+            con.execute(start)
+        else:
+            con.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', ?)", (utc_now(),))
+            con.execute(insert, (*row, utc_now()))
+            start_chains(con.execute, None, 7, utc_now())
         con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         con.execute("PRAGMA user_version = 7")
         con.commit()
@@ -457,6 +462,9 @@ def write_v7_journal(journal: str, backend: str) -> None:
         conn.execute(
             "INSERT INTO checkpoint_meta VALUES ('application', 'checkpoint-journal'), ('schema_version', '7')"
         )
+        if session_start:
+            conn.execute(start)
+            return
         conn.execute("INSERT INTO workflows (workflow_id, root_id, created_at) VALUES ('wf', 'wf', %s)", (utc_now(),))
         conn.execute(insert.replace("?", "%s"), (*row, utc_now()))
         start_chains(lambda sql, params=(): conn.execute(sql.replace("?", "%s"), params), None, 7, utc_now())
@@ -503,3 +511,41 @@ def test_a_version_7_journal_gains_the_rule_column_and_records_which_sub_rule_de
     assert [call["rule"] for call in json.loads(shown.stdout)["calls"]] == [row[1] for row in rows]
     code, report = verify(journal)
     assert code == 0, report
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_version_7_journal_learns_which_client_session_a_session_start_came_from(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Schema 8 (issue 42) names, with each session start, the client processes its hook ran under: a start marks
+    only that client session. A start recorded before (no client named) still marks every session, as it did, but
+    says nothing of whether a given client records its starts."""
+    location = str(request.getfixturevalue("pg_url")) if backend == "postgres" else str(tmp_path / "j.db")
+    write_v7_journal(location, backend, session_start=True)
+    journal = open_journal(location)
+    try:
+        old = journal.session_starts("4242:100")
+        assert old.newest == "2026-01-01T00:00:00.000Z"
+        assert not old.known
+        assert session_starts.record(location, "startup", {}, ("4242:100", "1:2")) is None
+        mine = journal.session_starts("4242:100")
+        theirs = journal.session_starts("77:3")
+        assert mine.known
+        assert mine.newest is not None
+        assert mine.newest > "2026-01-01T00:00:00.000Z"
+        assert not theirs.known  # another session's start: not its
+        assert theirs.newest == "2026-01-01T00:00:00.000Z"
+        assert journal.session_starts(None).newest == mine.newest  # a session of no known client: every start
+    finally:
+        journal.close()
+    if backend == "sqlite":
+        con = sqlite3.connect(location)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        rows = con.execute("SELECT source, clients FROM session_starts ORDER BY id").fetchall()
+        con.close()
+    else:
+        with psycopg.connect(location) as conn:
+            version = int(conn.execute("SELECT value FROM checkpoint_meta WHERE key = 'schema_version'").fetchone()[0])
+            rows = conn.execute("SELECT source, clients FROM session_starts ORDER BY id").fetchall()
+    assert version == SCHEMA_VERSION == 8
+    assert [tuple(row) for row in rows] == [("clear", None), ("startup", " 4242:100 1:2 ")]

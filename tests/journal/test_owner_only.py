@@ -1,5 +1,5 @@
 """The journal holds every call's arguments and results, so a real proxy creates it owner-only whatever the umask:
-the SQLite file, its -wal and -shm, and the ownership locks 0600, their folder 0700. An existing journal open to
+the SQLite file, its -wal and -shm, and the ownership and presence locks 0600, their folder 0700. An existing journal open to
 others is warned about on stderr, never changed."""
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def test_a_proxy_creates_its_journal_and_everything_beside_it_owner_only(tmp_pat
             **{str(p): 0o600 for p in made[:3] + locks},
             str(made[3]): 0o700,
         }
-        assert len(locks) == 1
+        assert len(locks) == 2  # the workflow's, and this proxy's presence (docs/sessions.md)
         assert proxy.close() == 0
+    assert len(list(Path(f"{journal}.owners").iterdir())) == 1  # the presence goes with its proxy
     assert journal_states(str(journal), str(journal)) == {1: CallState.COMPLETED}
     assert "chmod" not in proxy.stderr
 

@@ -260,10 +260,10 @@ def test_a_proxy_that_lost_its_workflow_during_an_outage_stops(
     pg_server: PgServer, pg_url: str, tmp_path: Path
 ) -> None:
     with start(pg_url, tmp_path) as first:
-        first.call("send_email", {"to": "a"})
+        first.call("send_email", {"to": "a"}, seq=1)  # it numbers its calls: the workflow is its alone
         pg_server.restart()  # the first proxy's session, and with it its advisory lock, is gone
         with start(pg_url, tmp_path) as second:
-            second.request("ping")  # the second proxy now owns the workflow
+            second.request("ping")  # the second proxy now shares the workflow: the first cannot own it alone
             refused = first.call("send_email", {"to": "b"}, timeout=60)
             code = first.wait(timeout=60)
             assert "ownership of workflow" in first.stderr
@@ -291,7 +291,7 @@ def test_racing_and_takeover_work_across_sessions(pg_url: str, tmp_path: Path) -
         )
         results[name] = done
 
-    with start(pg_url, tmp_path, "--workflow-id", "w") as owner:
+    with start(pg_url, tmp_path, "--workflow-id", "w", "--replay-from-start") as owner:  # it owns the workflow alone
         owner.request("ping")
         threads = [threading.Thread(target=run, args=(f"t{i}",)) for i in range(2)]
         for t in threads:
@@ -334,10 +334,14 @@ def test_a_connection_killed_under_a_pipelined_write_is_told_in_one_line_of_ours
     """psycopg logs a line of its own when a pipeline ends on a dead connection; the journal says it instead.
 
     Whether the next write finds the killed connection inside a pipeline or before it depends on when the kill
-    lands, so the kill and the call are repeated (bounded) until one did."""
+    lands, so the kill and the call are repeated (bounded) until one did. The proxy owns its workflow alone, so the
+    commit is the first statement after the kill (a proxy sharing the workflow would step its counter first)."""
     ours = "checkpoint: WARNING: the journal's PostgreSQL connection broke during a pipelined write ("
     database = pg_url.rsplit("/", 1)[1].split("?", 1)[0]
-    with start(pg_url, tmp_path) as p, psycopg.connect(pg_server.url(), autocommit=True) as admin:
+    with (
+        start(pg_url, tmp_path, "--replay-from-start") as p,
+        psycopg.connect(pg_server.url(), autocommit=True) as admin,
+    ):
         calls = 0
         while ours not in p.stderr and calls < 20:
             assert "result" in p.call("send_email", {"to": f"to-{calls}"}, timeout=60)

@@ -81,7 +81,8 @@ def test_a_branch_sees_its_parents_calls_below_the_fork_only(store: Journal) -> 
     unit.reserve("wf", 1, NewCall("send", "{}", "early"))
     unit.reserve("wf", 2, NewCall("send", "{}", "late"))
     unit.commit()
-    branch = unit.fork(lineage, 2)
+    branch = unit.branch(lineage, 2)
+    unit.fork(branch)
     unit.commit()
     assert unit.read_signature(branch, "early", "") is not None
     assert unit.read_signature(branch, "late", "") is None  # the parent's #2 is not the branch's history

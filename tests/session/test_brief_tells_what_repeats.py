@@ -1,5 +1,5 @@
-"""The resume brief tells the truth and stays short (issue 36): a call that ended in a tool error is listed as
-failed (safe to retry), never as done; calls whose repeats their tool policy lets run (clicks, checkouts) are
+"""The resume brief tells the truth and stays short (issues 36, 42): a call that ended in a tool error is listed as
+failed (the server reported an error; it may still have acted), never as done nor as safe; calls whose repeats their tool policy lets run (clicks, checkouts) are
 counted on one line per tool and never push the e-mail out; calls a limit refused are named. Through a real proxy,
 a real SQLite journal and the real `checkpoint brief` command."""
 
@@ -48,9 +48,10 @@ def test_the_brief_lists_the_mail_as_done_the_tool_error_as_failed_and_counts_th
     assert '`send_email` `{"to":"bob","subject":"Invoice"}` ✓' in finished
     assert "send_quiet" not in finished
     assert "tool_error" not in finished
-    failed = brief.split("### Failed: the upstream said these did not do their work, so they are safe to retry")[1]
+    failed = brief.split("### Failed: the server reported an error; it may still have acted")[1]
     assert "`tool_error`" in failed.split("###")[0]
-    assert "✗ tool error" in failed.split("###")[0]
+    assert "✗ failed (tool error)" in failed.split("###")[0]
+    assert "safe" not in brief, brief
     ran = brief.split("### Also ran, and their repeats run")[1].split("###")[0]
     assert "- `send_quiet` ×60 (#2…#61)" in ran
     refused = brief.split("### Refused by a limit or budget of the tool policy: these did not run")[1]

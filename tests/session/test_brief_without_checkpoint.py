@@ -22,7 +22,7 @@ from checkpoint_mcp.session.effects import TITLE
 
 from .conftest import Git, SessionFactory
 from .helpers import text_of
-from support import SERVERS, ProxyProcess, checkpoint_argv, done_count
+from support import SERVERS, ProxyProcess, checkpoint_argv, done_count, journal_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,8 @@ async def test_without_a_session_checkpoint_the_brief_names_the_calls_done_and_i
     args = _initialized(repo, tmp_path)
     # The first proxy: one mail goes out, the second reaches the upstream and the proxy dies before its answer.
     _crash_mid_call(args, tmp_path, repo, [("send_email", {"to": "bob"}), ("send_email", {"to": "dan"})])
-    # The next proxy: a call of a tool whose policy declares an idempotency key is cut off the same way.
+    # The next proxy: a call of a tool whose policy declares an idempotency key is cut off the same way (at the
+    # sequence after those the first proxy held ahead when it died, docs/sessions.md).
     _crash_mid_call(args, tmp_path, repo, [("send_quiet", {"to": "eve"})])
     effects = tmp_path / "effects.jsonl"
     assert (done_count(effects, "send_email"), done_count(effects, "send_quiet")) == (2, 1)
@@ -105,7 +106,10 @@ async def test_without_a_session_checkpoint_the_brief_names_the_calls_done_and_i
     resolve = f"checkpoint journal resolve --journal {repo / '.checkpoint' / 'journal.db'} mail 2"
     assert f"`{resolve} --release`" in doubt
     safe = section.split("### In doubt, settled by the tool policy when sent again")[1].split("###")[0]
-    assert '- #3 `send_quiet` `{"to":"eve"}` — started ' in safe
+    [quiet] = [
+        row.seq for row in journal_calls(str(repo / ".checkpoint" / "journal.db"), "mail") if row.tool == "send_quiet"
+    ]
+    assert f'- #{quiet} `send_quiet` `{{"to":"eve"}}` — started ' in safe
     assert "sending it again is safe: it will be re-sent under its idempotency key" in safe
     done = section.split("### Done so far, as the journal records it (newest last)")[1]
     assert '- #1 `send_email` `{"to":"bob"}` ✓ ' in done
@@ -121,11 +125,11 @@ async def test_without_a_session_checkpoint_the_brief_names_the_calls_done_and_i
     assert data["found"] is False
     (entry,) = data["journals"]
     assert entry["workflow"] == "mail"
-    assert [(c["seq"], c["settlesWhenSentAgain"]) for c in entry["inDoubt"]] == [(2, None), (3, "idempotency key")]
+    assert [(c["seq"], c["settlesWhenSentAgain"]) for c in entry["inDoubt"]] == [(2, None), (quiet, "idempotency key")]
     assert [c["seq"] for c in entry["completedSince"]["calls"]] == [1]
     document = json.loads(text_of(full))
     assert document["checkpoint"] is None
-    assert [c["seq"] for c in document["journals"][0]["inDoubt"]] == [2, 3]
+    assert [c["seq"] for c in document["journals"][0]["inDoubt"]] == [2, quiet]
 
 
 async def test_with_an_empty_journal_and_no_checkpoint_there_is_nothing_to_resume(

@@ -72,7 +72,9 @@ def test_a_request_of_a_proxy_that_redacts_arguments_shows_the_marker_never_the_
     html = pages.approvals_page(PAGE, found, known, "csrf-value", utc_now())
     assert "«redacted»: the proxy ran with --redact-args-in-journal" in html
     assert "secret-customer" not in html
-    assert "test 0 (pid " in html  # who asked: the client's name and version, the proxy's pid and host
+    # Who asked: the client's name and version, the proxy (a replica of the journal: it shares its workflow with the
+    # project's other sessions, docs/sessions.md), its pid and host.
+    assert re.search(r"test 0 \(replica [0-9a-f]+ pid \d+ on ", html), html
 
 
 def test_a_grant_past_its_time_shows_as_expired_without_forms(tmp_path: Path) -> None:

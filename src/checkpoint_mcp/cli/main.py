@@ -443,23 +443,24 @@ def _journal_specs(ctx: click.Context) -> Any:
     return specs
 
 
-def _hook_source() -> str:
+def _hook_input() -> tuple[str, str | None]:
     """The session-start source in the hook's JSON input on stdin (Claude Code's ``source``: startup, resume, clear,
-    compact), else ``unknown``. Reads only what is there within a moment: a client that leaves stdin open, or a
-    terminal, gives nothing."""
+    compact; VS Code's ``new``), else ``unknown``, and the client's id of the session, if it names one. Reads only
+    what is there within a moment: a client that leaves stdin open, or a terminal, gives nothing."""
     import json
     import select
 
-    from checkpoint_mcp.journal.session_starts import source_of
+    from checkpoint_mcp.journal.session_starts import session_of, source_of
 
     if sys.stdin is None or sys.stdin.isatty():
-        return "unknown"
+        return "unknown", None
     try:
         ready, _, _ = select.select([sys.stdin], [], [], 0.5)
         text = os.read(sys.stdin.fileno(), 65536).decode(errors="replace") if ready else ""
-        return source_of(json.loads(text)) if text.strip() else "unknown"
+        hook_input = json.loads(text) if text.strip() else None
     except (OSError, ValueError):
-        return "unknown"
+        return "unknown", None
+    return source_of(hook_input), session_of(hook_input)
 
 
 def _sessionjournal_options(function: Any) -> Any:
@@ -557,8 +558,9 @@ def brief(
     """
     from checkpoint_mcp.session.service import brief_text
 
+    session_id = None
     if hook and session_start is None:
-        session_start = _hook_source()
+        session_start, session_id = _hook_input()
     try:
         text = brief_text(
             project_root,
@@ -569,6 +571,7 @@ def brief(
             cwd=os.getcwd(),
             journal_specs=_journal_specs(ctx),
             session_start=session_start,
+            session_id=session_id,
         )
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -26,7 +26,7 @@ from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.messages import internal_error_replies
 from checkpoint_mcp.intercept.traced import TracedInterceptor
-from checkpoint_mcp.intercept.turns import Flushed, Flushing, Join
+from checkpoint_mcp.intercept.turns import Flushed, Flushing, Resubmit
 from checkpoint_mcp.journal.committer import Committer
 from checkpoint_mcp.refusals import UpstreamExited
 from checkpoint_mcp.upstream.base import Upstream
@@ -234,7 +234,7 @@ class Channel(Backend):
             if key is not None and key not in self._joining:
                 self._joining[key] = asyncio.get_running_loop().create_task(self._join(key, join))
 
-    def _route_once(self, lines: list[bytes]) -> list[Join]:
+    def _route_once(self, lines: list[bytes]) -> list[Resubmit]:
         """Hand lines to the interceptor and send what it releases; the calls that must join an original."""
         try:
             routed = self._interceptor.from_client(lines)
@@ -249,7 +249,7 @@ class Channel(Backend):
         loop = asyncio.get_running_loop()
         for probe_id, delay in self._interceptor.take_timers():
             loop.call_later(delay, self._probe_expired, probe_id)
-        return routed.joins
+        return routed.resubmits
 
     def _probe_expired(self, probe_id: str) -> None:
         """A tool policy's probe got no answer in time: its call stays in doubt (if it is still waiting)."""
@@ -263,7 +263,7 @@ class Channel(Backend):
         except WireParseError:
             return None
 
-    async def _join(self, key: tuple[str, Any], join: Join) -> None:
+    async def _join(self, key: tuple[str, Any], join: Resubmit) -> None:
         """Wait for the original's outcome to be committed, then decide the call again (a replay, usually);
         after the join timeout, the interceptor's still-in-flight refusal."""
         loop = asyncio.get_running_loop()

@@ -36,14 +36,14 @@ from checkpoint_mcp.gateway.metrics import GatewayMetrics
 from checkpoint_mcp.gateway.principals import journal_workflow
 from checkpoint_mcp.gateway.streams import Stream, StreamKind
 from checkpoint_mcp.gateway.upstreams_file import prefixed
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.traced import traced
-from checkpoint_mcp.journal.base import Journal, Ownership
+from checkpoint_mcp.intercept.workflow import Workflow
+from checkpoint_mcp.journal import is_postgres_url
+from checkpoint_mcp.journal.base import Journal, Ownership, Presence
 from checkpoint_mcp.journal.committer import Committer
 from checkpoint_mcp.journal.records import CallState
-from checkpoint_mcp.journal.replicas import ReplicaPresence
 from checkpoint_mcp.telemetry import OFF, Telemetry, peer
 from checkpoint_mcp.upstream.base import Upstream
 from checkpoint_mcp.wire import Message, classify, encode
@@ -62,6 +62,11 @@ PROBE_EVERY_SECONDS = 2.0  # how often an upstream of the file that is left out 
 class _Workflow(NamedTuple):
     ownership: Ownership | None  # None for replicas: the reservation in the database is what excludes a double run
     calls: Workflow
+
+
+def _called_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """Call ``callback`` on ``loop``, from another thread."""
+    loop.call_soon_threadsafe(callback)
 
 
 class Session:
@@ -133,7 +138,7 @@ class Gateway:
         self.stopped = asyncio.Event()
         """Set when the gateway must stop on its own (the journal is gone for good)."""
         self._reaper: asyncio.Task[None] | None = None
-        self.presence: ReplicaPresence | None = None
+        self.presence: Presence | None = None
         """This process as a replica on a PostgreSQL journal (several gateways serve one workflow at once)."""
         metrics.bind(self._in_doubt, lambda: len(self.sessions), self._running_upstreams)
 
@@ -370,9 +375,9 @@ class Gateway:
             JournalUnavailable: the replica cannot register.
         """
         loop = asyncio.get_running_loop()
-        if self.journal is not None and hasattr(self.journal, "register_replica"):
+        if self.journal is not None and is_postgres_url(self.journal.location):
             notify = self._commits.notify
-            self.presence = self.journal.register_replica(lambda: loop.call_soon_threadsafe(notify))
+            self.presence = self.journal.register_replica(lambda: _called_soon(loop, notify))
             logger.info("replica %s of the journal %s", self.journal.replica_id, self.journal.location)
         if self._committer is not None:
             try:

@@ -9,6 +9,10 @@ The kinds (a client's entry in ``clients.CLIENTS`` names its own as ``brief``):
 - ``copilot-hooks``: a file of its own, ``.github/hooks/checkpoint-brief.json``, whose ``sessionStart`` command
   prints ``{"additionalContext": …}``: the one output GitHub Copilot CLI passes to the model under ``-p``;
 - ``cursor-hooks``: a ``sessionStart`` entry in ``.cursor/hooks.json``, printing ``{"additional_context": …}``;
+- ``vscode-hooks``: VS Code's agent hooks (Preview) are read from ``.github/hooks/*.json``: a file of its own,
+  ``.github/hooks/checkpoint-session-start.json``, whose ``SessionStart`` command (run at the first prompt of each
+  chat, input ``sessionId`` and ``source: "new"``) prints Claude Code's ``hookSpecificOutput`` JSON, which VS Code
+  reads;
 - ``opencode-plugin``: OpenCode runs no shell hook at a session start, so `init` writes a plugin,
   ``.opencode/plugin/checkpoint-brief.js``, that adds the brief to the system prompt of a session's requests
   (computed once a session);
@@ -35,6 +39,7 @@ from checkpoint_mcp.init import formats, gemini, wrap
 from checkpoint_mcp.init.files import Change, load_json, render_json
 
 COPILOT_HOOK_FILE: Final = os.path.join(".github", "hooks", "checkpoint-brief.json")
+VSCODE_HOOK_FILE: Final = os.path.join(".github", "hooks", "checkpoint-session-start.json")
 CURSOR_HOOKS: Final = os.path.join(".cursor", "hooks.json")
 OPENCODE_PLUGIN: Final = os.path.join(".opencode", "plugin", "checkpoint-brief.js")
 CLINE_PLUGIN: Final = os.path.join(".cline", "plugins", "checkpoint-brief.js")
@@ -46,6 +51,7 @@ KINDS: Final = (
     "qwen-settings",
     "copilot-hooks",
     "cursor-hooks",
+    "vscode-hooks",
     "opencode-plugin",
     "cline-plugin",
 )
@@ -153,6 +159,13 @@ def copilot_hooks_text(brief: Brief) -> str:
     return json.dumps({"version": 1, "hooks": {"sessionStart": [hook]}}, indent=2, ensure_ascii=False) + "\n"
 
 
+def vscode_hooks_text(brief: Brief) -> str:
+    """VS Code's hook file: one ``SessionStart`` command printing ``hookSpecificOutput`` (Claude Code's shape, which
+    VS Code reads)."""
+    hook = {"type": "command", "command": brief.shell("--hook"), "timeout": wrap.HOOK_TIMEOUT}
+    return json.dumps({"hooks": {"SessionStart": [hook]}}, indent=2, ensure_ascii=False) + "\n"
+
+
 def _is_brief_command(command: object) -> bool:
     return isinstance(command, str) and "checkpoint" in command and " brief " in f"{command} " and "--hook" in command
 
@@ -221,6 +234,8 @@ def owned_changes(kind: str, brief: Brief) -> list[Change]:
         change = owned_file(os.path.join(project, COPILOT_HOOK_FILE), copilot_hooks_text(brief))
     elif kind == "cursor-hooks":
         change = cursor_hooks(os.path.join(project, CURSOR_HOOKS), brief)
+    elif kind == "vscode-hooks":
+        change = owned_file(os.path.join(project, VSCODE_HOOK_FILE), vscode_hooks_text(brief))
     return [] if change is None else [change]
 
 
@@ -231,6 +246,7 @@ def where(kind: str) -> str:
         "cline-plugin": f"the plugin {CLINE_PLUGIN}",
         "copilot-hooks": f"the sessionStart hook {COPILOT_HOOK_FILE}",
         "cursor-hooks": f"the sessionStart hook in {CURSOR_HOOKS}",
+        "vscode-hooks": f"the SessionStart agent hook {VSCODE_HOOK_FILE}",
         "qwen-settings": "the SessionStart hook `checkpoint brief --hook`",
     }.get(kind, "the SessionStart hook `checkpoint brief --hook`")
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from checkpoint_mcp.errors import ClientConfigError, InitError
 from checkpoint_mcp.init import briefs, claude_json, clients, formats, scopes, wrap
 from checkpoint_mcp.init.files import Change, Loaded, load_json, render_json
+from checkpoint_mcp.init.outcome import Outcome, missing_journals
 
 
 @dataclass
@@ -41,20 +42,6 @@ class File:
         if self.document == self.loaded.value:
             return None
         return Change(self.loaded.path, self.loaded.raw, render_json(self.document, self.loaded.raw))
-
-
-@dataclass
-class Outcome:
-    """What one run did to the client's files."""
-
-    changes: list[Change] = field(default_factory=list)
-    wrapped: list[scopes.Wrapped] = field(default_factory=list)
-    left_alone: list[tuple[str, str]] = field(default_factory=list)
-    session: str | None = None
-    session_journals: list[tuple[str, int]] = field(default_factory=list)
-    brief: str | None = None
-    """Where the brief hook or plugin was written or brought up to date (None: it was right already)."""
-    notes: list[str] = field(default_factory=list)
 
 
 def read(client: clients.Client, asked: scopes.Asked) -> list[File]:
@@ -83,8 +70,8 @@ def read(client: clients.Client, asked: scopes.Asked) -> list[File]:
     return found
 
 
-def plan(client: clients.Client, asked: scopes.Asked) -> Outcome:
-    """The changes to every file of ``client`` and its brief's hook or plugin; nothing is written.
+def plan(client: clients.Client, asked: scopes.Asked, outcome: Outcome) -> None:
+    """The changes to every file of ``client`` and its brief's hook or plugin, in ``outcome``; nothing is written.
 
     Raises:
         ClientConfigError: a file cannot be read, or an entry is of a shape `init` does not know.
@@ -98,7 +85,6 @@ def plan(client: clients.Client, asked: scopes.Asked) -> Outcome:
         files = " or ".join(file.loaded.path for file in found) or "its files"
         have = ", ".join(sorted(known)) or "none"
         raise InitError(f"{files} have no server named {', '.join(map(repr, unknown))} (they have: {have})")
-    outcome = Outcome()
     journals: list[tuple[str, str]] = []
     sessions: list[tuple[File, str]] = []
     for file in found:
@@ -113,7 +99,7 @@ def plan(client: clients.Client, asked: scopes.Asked) -> Outcome:
             outcome.left_alone.append((name, "already runs checkpoint"))
             continue
         base = asked.project if file.scope == scopes.PROJECT else os.path.dirname(file.loaded.path)
-        missing = _missing(journals, formats.journals_of(entries.view(file.servers[name]), base))
+        missing = missing_journals(journals, formats.journals_of(entries.view(file.servers[name]), base))
         if missing:
             file.servers[name] = _with_journals(entries, file.servers[name], missing)
             outcome.session_journals.append((name, len(missing)))
@@ -128,7 +114,6 @@ def plan(client: clients.Client, asked: scopes.Asked) -> Outcome:
         )
         for note in client.notes:
             outcome.notes.append(note.format(project=asked.project, servers=", ".join(names) or "them"))
-    return outcome
 
 
 def _brief(
@@ -248,44 +233,3 @@ def _with_journals(entries: formats.EntryFormat, entry: dict[str, Any], journals
 def _shared(client: clients.Client, project: str) -> set[str]:
     """The client's project files that another client writes too (Copilot's and Qwen's ``.mcp.json``)."""
     return {os.path.join(project, name) for name in client.project_files[1:]}
-
-
-def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    missing: list[tuple[str, str]] = []
-    for pair in journals:
-        if pair not in listed and pair not in missing:
-            missing.append(pair)
-    return missing
-
-
-def summary(client: clients.Client, outcome: Outcome, *, dry_run: bool) -> list[str]:
-    """The lines of the terminal summary that are this run's own."""
-    verb = "would wrap" if dry_run else "wrapped"
-    lines = []
-    for scope in (scopes.PROJECT, scopes.USER):
-        for path in dict.fromkeys(w.file for w in outcome.wrapped if w.scope == scope):
-            names = ", ".join(w.name for w in outcome.wrapped if w.file == path)
-            journal = "the project's journal" if scope == scopes.PROJECT else "each its own journal"
-            lines.append(f"{verb} ({scope} scope, {path}; {journal}): {names}")
-    lines += left_and_session(outcome.left_alone, outcome.session_journals, outcome.session, dry_run=dry_run)
-    if outcome.brief:
-        lines.append(
-            f"{'would write' if dry_run else 'wrote'} {outcome.brief}: {client.label} sessions start with the brief"
-        )
-    return lines
-
-
-def left_and_session(
-    left_alone: Sequence[tuple[str, str]],
-    session_journals: Sequence[tuple[str, int]],
-    session: str | None,
-    *,
-    dry_run: bool,
-) -> list[str]:
-    """The summary's lines for the servers left alone and what was done to the session server."""
-    lines = [f"left alone: {name} ({why})" for name, why in left_alone]
-    for name, added in session_journals:
-        lines.append(f"{'would give' if dry_run else 'gave'} the session server {name!r} {added} more journal(s)")
-    if session:
-        lines.append(f"{'would add' if dry_run else 'added'} the session server as {session!r}")
-    return lines

@@ -7,7 +7,8 @@ The clients, as they document their files:
   ``env``, ``url`` and ``headers``.
 - **Cursor**, project scope: ``<project>/.cursor/mcp.json`` with ``mcpServers`` (``${env:VAR}`` and friends).
 - **VS Code**, workspace scope: ``<project>/.vscode/mcp.json`` whose top-level key is ``servers`` (and
-  ``inputs``, kept as they are); ``${env:VAR}``, ``${input:ID}``, ``${workspaceFolder}``.
+  ``inputs``, kept as they are); ``${env:VAR}``, ``${input:ID}``, ``${workspaceFolder}``; its agent hooks (Preview)
+  in ``<project>/.github/hooks/*.json``.
 - **Codex CLI**: ``[mcp_servers.NAME]`` in ``<project>/.codex/config.toml`` and ``~/.codex/config.toml``, TOML
   (``init.codex``).
 - **Claude Desktop**: one file per user, ``claude_desktop_config.json`` in ``~/Library/Application
@@ -113,6 +114,9 @@ class Client:
     planner: str = "json"
     """Which run of `init` writes its files: ``json`` (``plan``), ``codex`` (``codex``), ``files`` (the table's
     own, ``client_files``)."""
+    sessions: str = ""
+    """What the user should know of how its sessions are told apart, where it differs from a session start hook
+    marking each (docs/sessions.md); printed by `init`."""
 
     def scopes(self) -> tuple[str, ...]:
         """The scopes it has files for."""
@@ -131,6 +135,17 @@ QWEN_APPROVE_NOTE: Final = (
 COPILOT_TRUST_NOTE: Final = (
     "GitHub Copilot CLI reads a project's .github/mcp.json, .mcp.json and hooks only in a folder you trust: trust "
     "{project} when copilot asks (it keeps the answer in trustedFolders of ~/.copilot/config.json)"
+)
+
+DESKTOP_SESSIONS: Final = (
+    "Claude Desktop runs no hooks and shares its servers with every chat, so a chat's start cannot be told from the "
+    "last one's: a repeat of a protected call within one run of Claude Desktop is answered once with what ran (when, "
+    "its result), and runs when sent again; after a restart of Claude Desktop it is caught (docs/sessions.md)"
+)
+VSCODE_SESSIONS: Final = (
+    "VS Code runs the SessionStart agent hook (Preview; your organization may have turned hooks off) at the first "
+    "prompt of each chat: it brings the brief and marks the window's session; VS Code keeps its servers across "
+    "chats, so a new chat makes the calls of every chat before it caught again (docs/sessions.md)"
 )
 
 CLIENTS: Final[dict[str, Client]] = {
@@ -160,8 +175,17 @@ CLIENTS: Final[dict[str, Client]] = {
         finds_journals=False,
         label="VS Code",
         project_files=(os.path.join(".vscode", "mcp.json"),),
+        brief="vscode-hooks",
+        sessions=VSCODE_SESSIONS,
     ),
-    CLAUDE_DESKTOP: Client(CLAUDE_DESKTOP, "mcpServers", hook=False, finds_journals=False, label="Claude Desktop"),
+    CLAUDE_DESKTOP: Client(
+        CLAUDE_DESKTOP,
+        "mcpServers",
+        hook=False,
+        finds_journals=False,
+        label="Claude Desktop",
+        sessions=DESKTOP_SESSIONS,
+    ),
     # Gemini's hook goes in the file of its servers (``gemini``); its session server is told the journals.
     GEMINI: Client(
         GEMINI,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import tomlkit
@@ -35,8 +35,9 @@ import tomlkit.exceptions
 from tomlkit.items import AoT, Table
 
 from checkpoint_mcp.errors import ClientConfigError
-from checkpoint_mcp.init import claude_json, clients, scopes, wrap
+from checkpoint_mcp.init import briefs, claude_json, clients, scopes, wrap
 from checkpoint_mcp.init.files import Change
+from checkpoint_mcp.init.outcome import Outcome
 
 PROJECT: Final = scopes.PROJECT
 USER: Final = scopes.USER
@@ -262,20 +263,6 @@ def add_hook(loaded: Loaded, command: str) -> bool:
     return True
 
 
-@dataclass
-class Outcome:
-    """What one run did to Codex's files."""
-
-    changes: list[Change] = field(default_factory=list)
-    wrapped: list[scopes.Wrapped] = field(default_factory=list)
-    """Every server wrapped: its scope, name, journal and file."""
-    left_alone: list[tuple[str, str]] = field(default_factory=list)
-    session: str | None = None
-    hook: bool = False
-    notes: list[str] = field(default_factory=list)
-    """What the user must still do for Codex to use what `init` wrote."""
-
-
 def wrap_table(
     scope: str,
     loaded: Loaded,
@@ -314,8 +301,8 @@ def _names(name: str, entry: Mapping[str, Any], key: str, path: str) -> None:
         raise ClientConfigError(path, f"{key!r} is not a list of variable names", entry=name)
 
 
-def plan(asked: scopes.Asked) -> Outcome:
-    """The changes to the project's and the user's ``config.toml``; nothing is written.
+def plan(asked: scopes.Asked, outcome: Outcome) -> None:
+    """The changes to the project's and the user's ``config.toml``, in ``outcome``; nothing is written.
 
     Raises:
         ClientConfigError: a file cannot be read, or an entry is of a shape `init` does not know.
@@ -323,7 +310,6 @@ def plan(asked: scopes.Asked) -> Outcome:
     """
     from checkpoint_mcp.errors import InitError
 
-    outcome = Outcome()
     own = load(project_path(asked.project))
     user = load(user_path(asked.environ))
     own_servers, user_servers = own.servers(), user.servers()
@@ -370,14 +356,13 @@ def plan(asked: scopes.Asked) -> Outcome:
             f"{asked.project} trusted: until you trust it (Codex asks when it first starts there), Codex starts "
             "none of that file's servers, the session server and the brief hook included"
         )
-    if outcome.hook:
+    if outcome.brief:
         outcome.notes.append(
             "Codex runs a new hook only once you trust it: open /hooks in Codex and trust `checkpoint brief "
             "--hook`; until then sessions start without the brief (the wrapped servers are protected all the same)"
         )
     if outcome.changes:
         outcome.notes.append("restart Codex for it to start the wrapped servers")
-    return outcome
 
 
 def _session_and_hook(
@@ -392,17 +377,5 @@ def _session_and_hook(
     if not sessions:
         outcome.session = wrap.free_server_name(servers)
         servers[outcome.session] = session_entry(asked.wrapping, asked.project)
-    outcome.hook = add_hook(own, hook_command(asked.wrapping, asked.project))
-
-
-def summary(outcome: Outcome, *, dry_run: bool) -> list[str]:
-    """The lines of the terminal summary that are Codex's own."""
-    verb = "would wrap" if dry_run else "wrapped"
-    lines = [f"{verb} ({w.file}): {w.name}" for w in outcome.wrapped if w.scope == PROJECT]
-    lines += scopes.summary(outcome.wrapped, dry_run=dry_run)
-    lines += [f"left alone: {name} ({why})" for name, why in outcome.left_alone]
-    if outcome.session:
-        lines.append(f"{'would add' if dry_run else 'added'} the session server as {outcome.session!r}")
-    if outcome.hook:
-        lines.append(f"{'would add' if dry_run else 'added'} the SessionStart hook `checkpoint brief --hook`")
-    return lines + [f"note: {note}" for note in outcome.notes]
+    if add_hook(own, hook_command(asked.wrapping, asked.project)):
+        outcome.brief = briefs.where("codex-toml")

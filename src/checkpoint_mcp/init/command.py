@@ -123,7 +123,7 @@ def init(
     row per server's policy (how many tools read, repeat freely, are protected) and the tools to review; --diff
     (and --dry-run) print the diff of every file too.
     """
-    from checkpoint_mcp.init import files, pgpass, plan, scopes
+    from checkpoint_mcp.init import files, outcome, pgpass, plan, scopes
 
     asked_client = client
     client = client or "claude-code"
@@ -157,10 +157,10 @@ def init(
                 click.echo(files.unified_diff(change.path, change.before, change.after), nl=False)
         if result.changes and not dry_run:
             files.apply(project, result.changes)
-            scopes.make_journal_folders(result.scoped)
+            scopes.make_journal_folders(result.wrapped)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
-    for line in plan.summary(result, dry_run=dry_run):
+    for line in outcome.summary(result, dry_run=dry_run):
         click.echo(line, err=True)
     for url in pgpass.unanswered((change.after for change in result.changes), os.environ):
         click.echo(pgpass.note(url, os.environ), err=True)

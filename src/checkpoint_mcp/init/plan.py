@@ -1,10 +1,13 @@
 """One run of `checkpoint init`: every file's new text, decided before anything is written.
 
-``plan`` reads the client's file (and, for Claude Code, the project's ``.claude/settings.json``), wraps each
-server that does not run ``checkpoint`` yet, adds the session server and the SessionStart hook where missing
-(and widens the matcher of a hook an older ``init`` wrote), git-ignores the session checkpoint file, and returns
-the changes. A file it cannot read, or an entry of a shape it does not know, raises before anything is written.
-Run twice, the second plan is empty.
+``plan`` takes the client's entry of the table (``clients.CLIENTS``) and has its files planned by the planner its
+entry names (``planner``): the JSON files here (``_plan_json``: the client's file, and for Claude Code the
+project's ``.claude/settings.json`` and ``~/.claude.json``), Codex's TOML (``codex``), or the clients the table
+describes whole (``client_files``). Each wraps every server that does not run ``checkpoint`` yet, adds the session
+server and the brief's hook or plugin where missing (and widens the matcher of a hook an older ``init`` wrote)
+into the one ``outcome.Outcome``; then the policies, the state files and the session checkpoint file's
+git-ignore line are added the same way for all. A file it cannot read, or an entry of a shape it does not know,
+raises before anything is written. Run twice, the second plan is empty.
 """
 
 from __future__ import annotations
@@ -26,20 +29,17 @@ from checkpoint_mcp.init import (
     formats,
     gemini,
     policies,
-    policy_overview,
     scopes,
     wrap,
 )
 from checkpoint_mcp.init.files import Change, load_json, render_json
-from checkpoint_mcp.init.policies import Written
+from checkpoint_mcp.init.outcome import CHECKPOINT_IGNORED, Outcome, missing_journals
 
 STATE_FOLDER: Final = ".checkpoint"
 DEFAULT_JOURNAL: Final = os.path.join(STATE_FOLDER, "journal.db")
 GITIGNORE: Final = os.path.join(STATE_FOLDER, ".gitignore")
 
 PROJECT_GITIGNORE: Final = ".gitignore"
-CHECKPOINT_IGNORED: Final = "/.claude-checkpoint*"
-"""The session checkpoint file, its backup and its temp files (``session.store``), relative to the project."""
 CHECKPOINT_IGNORE_TEXT: Final = (
     "# Written by `checkpoint init`: the session checkpoint (and its backup and temp files) is not source.\n"
     f"{CHECKPOINT_IGNORED}\n"
@@ -72,47 +72,7 @@ class Request:
     environ: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class Plan:
-    """The files to write, and what they say."""
-
-    client: str = clients.CLAUDE_CODE
-
-    changes: list[Change] = field(default_factory=list)
-    wrapped: list[str] = field(default_factory=list)
-    left_alone: list[tuple[str, str]] = field(default_factory=list)
-    """(server, why) for every server `init` did not touch."""
-    session: str | None = None
-    """The name under which the session server was added."""
-    session_journals: list[tuple[str, int]] = field(default_factory=list)
-    """(session server, journals added) for a session server that did not list every wrapped server's journal."""
-    upgraded: list[str] = field(default_factory=list)
-    """Servers an older `init` wrapped whose headers now go by ``--upstream-header-env``."""
-    hook: bool = False
-    brief_where: str | None = None
-    """Where the brief's hook went, when not Claude Code's SessionStart hook (Cursor's ``.cursor/hooks.json``)."""
-    hook_repaired: bool = False
-    """The brief hook an older ``init`` wrote had its matcher widened to every session source."""
-    ignored_checkpoint: bool = False
-    """``/.claude-checkpoint*`` was added to the project's ``.gitignore``."""
-    policies: list[str] = field(default_factory=list)
-    """The policy files written, one per server asked."""
-    unasked: list[tuple[str, str, str]] = field(default_factory=list)
-    """(server, why, the command that writes its tables later) for every server whose tools could not be
-    listed: its file has ``[default]`` alone."""
-    written: list[Written] = field(default_factory=list)
-    """The policies written from what their servers listed: what each decided for each tool."""
-    scoped: list[scopes.Wrapped] = field(default_factory=list)
-    """The servers of Claude Code's ``~/.claude.json`` (local and user scope), or Codex's user file, wrapped."""
-    notes: list[str] = field(default_factory=list)
-    """What the user must still do for the client to run what `init` wrote (Gemini: trust the folder)."""
-    codex: codex.Outcome | None = None
-    """What `init --client codex` did to Codex's files."""
-    files: client_files.Outcome | None = None
-    """What `init` did to the files of a client the table describes whole (``client_files``)."""
-
-
-def plan(request: Request) -> Plan:
+def plan(request: Request) -> Outcome:
     """Decide every change of one run of `checkpoint init`; nothing is written.
 
     Raises:
@@ -121,21 +81,32 @@ def plan(request: Request) -> Plan:
     """
     project = os.path.abspath(request.project)
     client = clients.CLIENTS[request.client]
-    path = clients.config_path(client, project, request.environ)
     journal = _journal(request.journal, project)
-    result = Plan(client=client.name)
+    result = Outcome(client=client.name)
     policy = os.path.abspath(os.path.expanduser(request.policy)) if request.policy else None
     wrapping = wrap.Wrapping(request.launcher, journal, policy)
-    if client.planner == "codex":
-        return _plan_codex(request, project, wrapping, result)
-    if client.planner == "files":
-        return _plan_files(request, client, project, wrapping, result)
+    planner = {"json": _plan_json, "codex": _plan_codex, "files": _plan_files}[client.planner]
+    planner(request, client, project, wrapping, result)
+    return result
 
+
+def _plan_json(
+    request: Request, client: clients.Client, project: str, wrapping: wrap.Wrapping, result: Outcome
+) -> None:
+    """``plan`` for a client whose servers are in one JSON file of the project (Claude Code's ``.mcp.json``, with
+    its ``~/.claude.json`` scopes; Gemini CLI's settings, with its user file; Cursor, VS Code) or of the user
+    (Claude Desktop), its hook where it has one, and the policies and state files.
+
+    Raises:
+        ClientConfigError: a file cannot be read, or an entry is of a shape `init` does not know.
+        InitError: --only or --skip names a server no file has.
+    """
+    path = clients.config_path(client, project, request.environ)
     loaded = load_json(path)
     document = copy.deepcopy(loaded.value)
     servers = clients.servers_of(document, client, path)
     found, user = _user_files(client, project, request, path, servers)
-    own_policy = policy is None and not request.no_policy
+    own_policy = wrapping.policy is None and not request.no_policy
     to_ask: dict[str, tuple[policies.Server, str]] = {}
     taken: set[str] = set()
     journals, sessions = _wrap_servers(
@@ -145,15 +116,18 @@ def plan(request: Request) -> Plan:
     if servers and client.servers_key not in document:
         document[client.servers_key] = servers
     if client.brief == "gemini-settings":
-        _gemini_hook(document, path, request.launcher, result)
+        _gemini_hook(client, document, path, request.launcher, result)
     if document != loaded.value:
         result.changes.append(Change(path, loaded.raw, render_json(document, loaded.raw)))
-    _cursor_hook(client, project, request.launcher, journals, result)
+    _owned_hook(client, project, request.launcher, journals, result)
     if client.hook:
         hook_change = _hook_change(project, request.launcher)
         if hook_change is not None:
             result.changes.append(hook_change[0])
-            result.hook, result.hook_repaired = not hook_change[1], hook_change[1]
+            if hook_change[1]:
+                result.hook_repaired = True
+            else:
+                result.brief = briefs.where(client.brief or "claude-settings")
     ignore = _ignore_checkpoint_file(project)
     if ignore is not None and (result.changes or any(wrap.is_session_server(e) for e in _entries(servers))):
         result.changes.append(ignore)
@@ -162,13 +136,12 @@ def plan(request: Request) -> Plan:
         policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
         asked = scopes.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
         if found is not None:
-            result.changes += scopes.plan(found, asked, result.left_alone, result.scoped)
+            result.changes += scopes.plan(found, asked, result.left_alone, result.wrapped)
         if user is not None:
-            result.changes += gemini.plan_user(user, asked, result.left_alone, result.scoped)
+            result.changes += gemini.plan_user(user, asked, result.left_alone, result.wrapped)
     if result.changes:
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
-    return result
 
 
 def _user_files(
@@ -219,7 +192,9 @@ def _policy_of(
     return policy_of
 
 
-def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result: Plan) -> Plan:
+def _plan_codex(
+    request: Request, client: clients.Client, project: str, wrapping: wrap.Wrapping, result: Outcome
+) -> None:
     """``plan`` for Codex's ``config.toml`` files (``init.codex``), with the same policies and state files.
 
     Raises:
@@ -231,12 +206,8 @@ def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result:
     own_policy = request.policy is None and not request.no_policy
     policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
     asked = scopes.Asked(project, request.scopes, request.only, request.skip, wrapping, request.environ, policy_of)
-    outcome = codex.plan(asked)
-    result.codex = outcome
-    result.changes += outcome.changes
-    result.wrapped += [w.name for w in outcome.wrapped]
-    result.scoped += [w for w in outcome.wrapped if w.scope == scopes.USER]
-    if outcome.session is not None or outcome.changes:
+    codex.plan(asked, result)
+    if result.session is not None or result.changes:
         ignore = _ignore_checkpoint_file(project)
         if ignore is not None:
             result.changes.append(ignore)
@@ -244,10 +215,11 @@ def _plan_codex(request: Request, project: str, wrapping: wrap.Wrapping, result:
     if result.changes:
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
-    return result
 
 
-def _plan_files(request: Request, client: clients.Client, project: str, wrapping: wrap.Wrapping, result: Plan) -> Plan:
+def _plan_files(
+    request: Request, client: clients.Client, project: str, wrapping: wrap.Wrapping, result: Outcome
+) -> None:
     """``plan`` for a client the table describes whole (``client_files``), with the same policies and state files.
 
     Raises:
@@ -260,20 +232,14 @@ def _plan_files(request: Request, client: clients.Client, project: str, wrapping
     policy_of = _policy_of(project, request.environ, taken, to_ask) if own_policy else None
     scoped = tuple(scope for scope in request.scopes if scope in client.scopes())
     asked = scopes.Asked(project, scoped, request.only, request.skip, wrapping, request.environ, policy_of)
-    outcome = client_files.plan(client, asked)
-    result.files = outcome
-    result.changes += outcome.changes
-    result.wrapped += [w.name for w in outcome.wrapped]
-    result.scoped += [w for w in outcome.wrapped if w.scope == scopes.USER]
-    result.notes += outcome.notes
-    if outcome.changes:
+    client_files.plan(client, asked, result)
+    if result.changes:
         ignore = _ignore_checkpoint_file(project)
         if ignore is not None:
             result.changes.append(ignore)
             result.ignored_checkpoint = True
         result.changes += _policy_changes(to_ask, request.tools_of, result)
         result.changes += _state_files(project)
-    return result
 
 
 def _wrap_servers(
@@ -282,7 +248,7 @@ def _wrap_servers(
     wrapping: wrap.Wrapping,
     project: str,
     where: tuple[clients.Client, str],
-    result: Plan,
+    result: Outcome,
     own_policy: bool,
     to_ask: dict[str, tuple[policies.Server, str]],
     taken: set[str],
@@ -320,7 +286,7 @@ def _wrap_servers(
                 server_wrapping = _own_policy(project, folder, name, entry, shape, env, wrapping, taken, to_ask)
             holds = formats.FORMATS[client.entry_format].holds_variable
             servers[name] = wrap.wrap(name, entry, shape, server_wrapping, holds_variable=holds)
-            result.wrapped.append(name)
+            result.wrapped.append(scopes.Wrapped(scopes.PROJECT, name, wrapping.journal, path))
             journals.append((wrapping.journal, name))
     return journals, sessions
 
@@ -343,7 +309,7 @@ def _session_servers(
     wrapping: wrap.Wrapping,
     project: str,
     client: clients.Client,
-    result: Plan,
+    result: Outcome,
 ) -> None:
     """Add the session server if the file has none; else give each one that lists journals (every client but
     Claude Code) the journals of servers wrapped since, so that it reads every wrapped server's journal."""
@@ -351,7 +317,7 @@ def _session_servers(
         result.session = wrap.free_server_name(servers)
         servers[result.session] = wrap.session_entry(wrapping, journals, project, finds_project=client.finds_journals)
     for name in sessions:
-        missing = [] if client.finds_journals else _missing(journals, _journals_of(servers[name], project))
+        missing = [] if client.finds_journals else missing_journals(journals, _journals_of(servers[name], project))
         if missing:
             servers[name] = wrap.with_journals(servers[name], missing)
             result.session_journals.append((name, len(missing)))
@@ -380,15 +346,6 @@ def _journals_of(entry: Mapping[str, Any], project: str) -> list[tuple[str, str]
     return formats.journals_of(entry, project)
 
 
-def _missing(journals: Sequence[tuple[str, str]], listed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The (journal, workflow) pairs of ``journals`` that ``listed`` lacks, in order, each once."""
-    missing: list[tuple[str, str]] = []
-    for pair in journals:
-        if pair not in listed and pair not in missing:
-            missing.append(pair)
-    return missing
-
-
 def _entries(servers: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [entry for entry in servers.values() if isinstance(entry, dict)]
 
@@ -411,29 +368,29 @@ def _hook_change(project: str, launcher: wrap.Launcher) -> tuple[Change, bool] |
     return Change(path, loaded.raw, render_json(settings, loaded.raw)), repaired
 
 
-def _cursor_hook(
+def _owned_hook(
     client: clients.Client,
     project: str,
     launcher: wrap.Launcher,
     journals: Sequence[tuple[str, str]],
-    result: Plan,
+    result: Outcome,
 ) -> None:
-    """Cursor's ``sessionStart`` hook in ``.cursor/hooks.json``, naming every journal of its wrapped servers: added,
-    or brought up to date once more servers are wrapped (any other client: nothing).
+    """Cursor's ``sessionStart`` hook in ``.cursor/hooks.json``, VS Code's ``SessionStart`` hook file in
+    ``.github/hooks/``, naming every journal of its wrapped servers: added, or brought up to date once more servers
+    are wrapped (any other client of this planner: nothing).
 
     Raises:
-        ClientConfigError: the hooks file cannot be read, or is not of the shape Cursor reads.
+        ClientConfigError: the hooks file cannot be read, or is not of the shape the client reads.
     """
-    if client.brief != "cursor-hooks" or not journals:
+    if client.brief not in ("cursor-hooks", "vscode-hooks") or not journals:
         return
-    hook = briefs.owned_changes("cursor-hooks", briefs.Brief(project, launcher, briefs.unique(journals)))
+    hook = briefs.owned_changes(client.brief, briefs.Brief(project, launcher, briefs.unique(journals)))
     if hook:
         result.changes += hook
-        result.hook = True
-        result.brief_where = briefs.where("cursor-hooks")
+        result.brief = briefs.where(client.brief)
 
 
-def _gemini_hook(document: Any, path: str, launcher: wrap.Launcher, result: Plan) -> None:
+def _gemini_hook(client: clients.Client, document: Any, path: str, launcher: wrap.Launcher, result: Outcome) -> None:
     """Add the brief hook to Gemini's settings (the file of its servers) where missing, and say what the user must
     still do: Gemini runs a project's servers and hooks only in a folder the user trusts.
 
@@ -444,7 +401,7 @@ def _gemini_hook(document: Any, path: str, launcher: wrap.Launcher, result: Plan
         problem = gemini.add_brief_hook(document, launcher.shell("brief", "--hook"))
         if problem is not None:
             raise ClientConfigError(path, problem)
-        result.hook = True
+        result.brief = briefs.where(client.brief or "gemini-settings")
     result.notes.append(gemini.TRUST_NOTE.format(project=os.path.dirname(os.path.dirname(path))))
 
 
@@ -494,7 +451,7 @@ def _own_policy(
 
 
 def _policy_changes(
-    to_ask: Mapping[str, tuple[policies.Server, str]], tools_of: policies.ToolLister | None, result: Plan
+    to_ask: Mapping[str, tuple[policies.Server, str]], tools_of: policies.ToolLister | None, result: Outcome
 ) -> list[Change]:
     """Each new policy file, written from what its server listed (all asked at once), or ``[default]`` alone."""
     listed = tools_of([server for server, _ in to_ask.values()]) if tools_of is not None and to_ask else {}
@@ -519,65 +476,3 @@ def _state_files(project: str) -> list[Change]:
     if not os.path.exists(os.path.join(project, GITIGNORE)):
         changes.append(Change(os.path.join(project, GITIGNORE), None, GITIGNORE_TEXT.encode()))
     return changes
-
-
-def summary(result: Plan, *, dry_run: bool) -> list[str]:
-    """What a run did (or, with ``dry_run``, would do), one line each, for the terminal."""
-    verb = "would wrap" if dry_run else "wrapped"
-    lines = []
-    if result.codex is not None:
-        return [*codex.summary(result.codex, dry_run=dry_run), *_tail(result, dry_run=dry_run)]
-    if result.files is not None:
-        client = clients.CLIENTS[result.client]
-        return [*client_files.summary(client, result.files, dry_run=dry_run), *_tail(result, dry_run=dry_run)]
-    if result.wrapped:
-        lines.append(f"{verb}: {', '.join(result.wrapped)}")
-    lines += scopes.summary(result.scoped, dry_run=dry_run)
-    if result.upgraded:
-        lines.append(f"{'would move' if dry_run else 'moved'} to --upstream-header-env: {', '.join(result.upgraded)}")
-    lines += client_files.left_and_session(result.left_alone, result.session_journals, result.session, dry_run=dry_run)
-    if result.hook:
-        where = result.brief_where or "the SessionStart hook `checkpoint brief --hook`"
-        lines.append(f"{'would add' if dry_run else 'added'} {where}")
-    if result.hook_repaired:
-        lines.append(
-            f"{'would widen' if dry_run else 'widened'} the SessionStart hook's matcher to {wrap.HOOK_MATCHER!r}"
-        )
-    return lines + _tail(result, dry_run=dry_run)
-
-
-def _tail(result: Plan, *, dry_run: bool) -> list[str]:
-    """The summary's last lines, every client's: .gitignore, the policies, and whether anything was written."""
-    lines = []
-    if result.ignored_checkpoint:
-        lines.append(f"{'would add' if dry_run else 'added'} {CHECKPOINT_IGNORED!r} to .gitignore")
-    lines += _policy_summary(result, dry_run=dry_run)
-    if result.changes:
-        lines += [f"to do: {note}" for note in result.notes]
-    if not result.changes:
-        lines.append("nothing to change: every server already runs checkpoint")
-    elif dry_run:
-        lines.append("dry run: nothing was written")
-    else:
-        lines.append("originals kept; `checkpoint init --undo` puts them back")
-    return lines
-
-
-def _policy_summary(result: Plan, *, dry_run: bool) -> list[str]:
-    """The policy files written, a row of counts per server, the tools to review first, and the servers that
-    could not be asked."""
-    lines = []
-    if result.policies:
-        folder = os.path.dirname(result.policies[0])
-        lines.append(
-            f"{'would write' if dry_run else 'wrote'} {len(result.policies)} active policies in {folder} "
-            "(one per server, given with --policy; each table says why; --diff prints them)"
-            + (":" if result.written else "")
-        )
-    lines += policy_overview.overview(result.written)
-    for server, why, command in result.unasked:
-        lines.append(
-            f"warning: {server} could not be asked for its tools ({why}); its policy has [default] alone "
-            f"(repeat refused within 24h). Write its tables later: {command}"
-        )
-    return lines

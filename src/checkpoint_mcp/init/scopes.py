@@ -52,7 +52,7 @@ def left_out(scope: str) -> str:
 
 @dataclass(frozen=True)
 class Wrapped:
-    """One server of ``~/.claude.json`` that `init` wrapped: its scope, its name, the journal it writes to."""
+    """One server `init` wrapped: its scope, its name, the journal it writes to, and the file it is in."""
 
     scope: str
     name: str
@@ -193,20 +193,6 @@ def _user_hook(asked: Asked) -> Change | None:
     if problem is not None:
         raise ClientConfigError(path, problem)
     return Change(path, loaded.raw, render_json(settings, loaded.raw))
-
-
-def summary(wrapped: Sequence[Wrapped], *, dry_run: bool) -> list[str]:
-    """One line per scope of the servers wrapped in ``~/.claude.json``; a user-scope one names its journal."""
-    verb = "would wrap" if dry_run else "wrapped"
-    lines = []
-    local = [w for w in wrapped if w.scope == LOCAL]
-    if local:
-        names = ", ".join(w.name for w in local)
-        lines.append(f"{verb} (local scope, {local[0].file}; the project's journal): {names}")
-    for each in wrapped:
-        if each.scope == USER:
-            lines.append(f"{verb} (user scope, {each.file}): {each.name}, its own journal {each.journal}")
-    return lines
 
 
 def make_journal_folders(wrapped: Sequence[Wrapped]) -> None:

@@ -2,11 +2,13 @@
 
 Open ``decision/`` first: the decision for one tools/call is an ordered tuple of small checks there (in flight,
 replay, repeat, limit, budget, approval), each looking at a call built once (``decision/call.py``) and what the
-journal says of it (``decision/facts.py``), with what one process knows of a workflow's calls
-(``decision/workflow.py``: where calls go, which run here) and the verdicts a check may give
-(``decision/verdicts.py``). ``interceptor.Interceptor`` routes the lines a pump hands it, both ways, holds what
-must wait for a commit, and carries out each verdict: it forwards a reserved call, answers from the journal
-(``answers``: the journal's ``_meta`` on results, replays), refuses, joins, settles, or asks for an approval.
+journal and this process know of it (``decision/facts.py``), doing no I/O and changing nothing, and the verdicts a
+check may give (``decision/verdicts.py``); what one client session was answered is ``decision/memory.py``.
+``interceptor.Interceptor`` routes the lines a pump hands it, both ways, holds what must wait for a commit, and
+carries out each verdict: it forwards a reserved call, answers from the journal (``answers``: the journal's
+``_meta`` on results, replays), refuses, joins, settles, or asks for an approval. ``workflow`` is what one process
+knows of a workflow's calls (where they go, which run here, which await input): it places a call before the
+decision, and the interceptor applies to it what the decision said (the reservation, a fork, a continued call).
 
 Around it: ``inflight`` (what is in flight), ``messages`` (checks of single lines), ``results`` (the server
 identity in results it only routes), ``turns`` (what a turn hands its pump), ``traced`` (a ``telemetry`` trace

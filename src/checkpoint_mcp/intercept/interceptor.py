@@ -28,7 +28,7 @@ from checkpoint_mcp.intercept.asking import (
     withdrawn,
 )
 from checkpoint_mcp.intercept.decision import Call, Facts, decide
-from checkpoint_mcp.intercept.decision.session import Session
+from checkpoint_mcp.intercept.decision.memory import SessionMemory
 from checkpoint_mcp.intercept.decision.verdicts import (
     AskApproval,
     Claimed,
@@ -40,7 +40,6 @@ from checkpoint_mcp.intercept.decision.verdicts import (
     Settle,
     Verdict,
 )
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.inflight import TRACK_BY_METHOD, InFlight, InFlightTable, Track
 from checkpoint_mcp.intercept.messages import (
     batch_has_tool_call,
@@ -56,8 +55,8 @@ from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.results import PlainResults
 from checkpoint_mcp.intercept.settle_rules import idempotency_key, unanswered, with_key_argument
 from checkpoint_mcp.intercept.settler import Answered, Forward, PendingProbe, Settler
-from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
-from checkpoint_mcp.intercept.turns import Join as JoinTurn
+from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing, Resubmit
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.journal.conditions import Unmet
 from checkpoint_mcp.journal.records import CallState
@@ -84,6 +83,13 @@ from checkpoint_mcp.wire import (
 
 logger = logging.getLogger(__name__)
 
+
+def _horizon(config: ProxyConfig) -> float:
+    """The longest window in which the policy finds a repeat: a session need not remember an answer longer."""
+    policy = config.policy
+    return max((rule.window_seconds for rule in policy.rules()), default=BUILT_IN.window_seconds) if policy else 0.0
+
+
 _PASSES = 0  # a client request that is not journaled: never waits for a commit (``_release_up``)
 _QUEUES = 1  # a request that keeps its place (a journaled call, a probe): behind a held line it waits too
 _KEEPS = 2  # a notification or a response: it keeps its place, and no request passes it while it is held
@@ -100,15 +106,17 @@ class Interceptor:
         workflow: Workflow | None = None,
         *,
         session: bool = True,
+        client: str | None = None,
     ) -> None:
         """``workflow``: what this process knows of the workflow's calls, when several interceptors (a gateway's
         sessions) share one workflow in one process; by default this interceptor has its own. ``session``: its
         lines are one client session's (a stdio proxy, a gateway MCP session), so it remembers which calls the
-        client was answered (``decision/session.py``); False for requests of no session (a gateway's 2026-07-28
-        requests, which many clients share)."""
+        client was answered (``decision/memory.py``); False for requests of no session (a gateway's 2026-07-28
+        requests, which many clients share). ``client``: the client process of that session (a stdio proxy's,
+        ``client_process``), whose session starts are its own; None where none is known (a gateway's)."""
         self._config = config
         self._journal = journal
-        self._session = Session() if session else None
+        self._session = SessionMemory(client, _horizon(config)) if session else None
         if workflow is None and journal is not None and lineage is not None:
             workflow = Workflow(journal, lineage, replay_from_start=config.replay_from_start)
         self._calls = workflow
@@ -410,9 +418,11 @@ class Interceptor:
                 return self._in_flight.track(Track.PLAIN, message.id, key=key), line
             else:
                 call = Call.of(message.id, params, rule, read_only, self.hello.get("clientInfo"))
+                place = workflow.place(call, unit)
                 facts = Facts(
                     call,
                     workflow,
+                    place,
                     unit,
                     policy,
                     on_divergence=self._config.on_divergence,
@@ -421,6 +431,8 @@ class Interceptor:
                     tool_prefix=self._config.tool_prefix,
                 )
                 decision = decide(call, facts)
+                if decision.fork is not None:
+                    workflow.forked(unit, decision.fork)
                 verdict: Verdict | Claimed
                 if decision.verdict is None:
                     conditions = [condition for _, condition in decision.required]
@@ -431,7 +443,7 @@ class Interceptor:
                     verdict = decision.verdict
                 if not isinstance(verdict, Claimed | Continue):
                     return self._carry_out(message, line, call, verdict, out, ask)
-                claimed = verdict if isinstance(verdict, Claimed) else verdict.claimed
+                claimed = verdict if isinstance(verdict, Claimed) else workflow.continued(verdict.awaiting)
                 if isinstance(verdict, Claimed):
                     line = self._keyed(line, claimed)
                 return self._in_flight.track(Track.TOOL_CALL, message.id, claimed, key=key), line
@@ -471,7 +483,7 @@ class Interceptor:
                 return None
         refusal = error_line(message.id, verdict.refusal.to_error())
         if isinstance(verdict, Join):
-            out.joins.append(JoinTurn(line, refusal, verdict.workflow, verdict.seq))
+            out.resubmits.append(Resubmit(line, refusal, verdict.workflow, verdict.seq))
         else:
             out.to_client.append(refusal)
         return None
@@ -659,7 +671,7 @@ class Interceptor:
     ) -> tuple[bytes, bool]:
         """The answer to send for a journaled call (``body``: its line ``text`` parsed; ``at``: where its result's
         text is, if known), and whether it must wait for its outcome to be committed. A completed call's answer,
-        to a request the client did not cancel, is one its session remembers (``decision/session.py``)."""
+        to a request the client did not cancel, is one its session remembers (``decision/memory.py``)."""
         assert self._calls is not None
         assert self._unit is not None
         debug.trigger("after_upstream_reply")

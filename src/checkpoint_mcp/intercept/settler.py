@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.answers import replay_line
 from checkpoint_mcp.intercept.decision.verdicts import Claimed, Settle
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.policy import Probe
 from checkpoint_mcp.intercept.settle_rules import (
     AskProbe,
@@ -29,6 +28,7 @@ from checkpoint_mcp.intercept.settle_rules import (
     probed_outcome,
     with_key_argument,
 )
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal.base import Journal, ResolveAction
 from checkpoint_mcp.journal.records import CallState
 from checkpoint_mcp.wire import dumps, error_line

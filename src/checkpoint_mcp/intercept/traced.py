@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoint_mcp.intercept.decision.workflow import Workflow
 from checkpoint_mcp.intercept.interceptor import Interceptor
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.intercept.turns import ClientBatch, Flushed, Flushing
+from checkpoint_mcp.intercept.workflow import Workflow
 from checkpoint_mcp.journal.base import Journal, Lineage
 from checkpoint_mcp.telemetry import CallTrace
 
@@ -32,8 +32,9 @@ class TracedInterceptor(Interceptor):
         workflow: Workflow | None = None,
         *,
         session: bool = True,
+        client: str | None = None,
     ) -> None:
-        super().__init__(config, journal, lineage, workflow, session=session)
+        super().__init__(config, journal, lineage, workflow, session=session, client=client)
         self.trace = trace
         self._carrier: Mapping[str, str] | None = None
 
@@ -100,9 +101,10 @@ def traced(
     workflow: Workflow | None = None,
     *,
     session: bool = True,
+    client: str | None = None,
 ) -> Interceptor:
     """The interceptor a pump uses: the plain one when ``trace`` is None (telemetry off), else a traced one.
-    ``session``: its lines are one client session's (see ``Interceptor``)."""
+    ``session``, ``client``: its lines are one client session's, of that client process (see ``Interceptor``)."""
     if trace is None:
-        return Interceptor(config, journal, lineage, workflow, session=session)
-    return TracedInterceptor(trace, config, journal, lineage, workflow, session=session)
+        return Interceptor(config, journal, lineage, workflow, session=session, client=client)
+    return TracedInterceptor(trace, config, journal, lineage, workflow, session=session, client=client)

@@ -1,4 +1,4 @@
-"""What one turn of the interceptor hands back to its pump: lines to write now, calls to join, and flushes.
+"""What one turn of the interceptor hands back to its pump: lines to write now, calls to re-submit, and flushes.
 
 The pumps (the stdio relay, the gateway's channel) read these records and write their lines; they hold no
 decision. ``Flushing`` is a flush begun, whose batch of journal writes a pump may commit on another thread
@@ -14,9 +14,10 @@ from checkpoint_mcp.intercept.inflight import InFlight
 from checkpoint_mcp.journal.base import Batch, Lineage
 
 
-class Join(NamedTuple):
-    """A tools/call that matches one in flight here: re-submit ``line`` once that one's outcome is committed, or
-    answer ``refusal`` (still in flight) when the join times out. Only where joins are enabled (a gateway)."""
+class Resubmit(NamedTuple):
+    """What a ``Join`` verdict asks of the pump: a tools/call that matches one in flight here, whose ``line`` it
+    re-submits once that one's outcome is committed, or answers with ``refusal`` (still in flight) when the wait
+    times out. Only where joins are enabled (a gateway)."""
 
     line: bytes
     refusal: bytes
@@ -27,12 +28,12 @@ class Join(NamedTuple):
 class ClientBatch:
     """What can be written at once after one batch of client lines, in order (the rest waits for ``flush``)."""
 
-    __slots__ = ("joins", "to_client", "to_upstream")
+    __slots__ = ("resubmits", "to_client", "to_upstream")
 
     def __init__(self) -> None:
         self.to_upstream: list[bytes] = []
         self.to_client: list[bytes] = []
-        self.joins: list[Join] = []
+        self.resubmits: list[Resubmit] = []
 
 
 class Flushing:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.journal.approval_rows import Approval
 from checkpoint_mcp.journal.chain import Link
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
 from checkpoint_mcp.journal.records import CallRecord, CallState
+from checkpoint_mcp.journal.session_starts import SessionStarts
 
 MAX_KEY_LENGTH = 256
 """The longest ``_meta.checkpoint_key`` (or ``idempotencyKey``) accepted."""
@@ -109,8 +110,16 @@ class OwnerInfo(NamedTuple):
     command: str = "checkpoint"
 
     def describe(self) -> str:
-        """``pid 4242 on host-a since 2026-…Z (checkpoint)``."""
+        """``pid 4242 on host-a since 2026-…Z (checkpoint)`` (a database session whose process is unknown: ``a
+        session from host-a since …``)."""
+        if self.pid == 0:
+            return f"a session from {self.host} since {self.since} ({self.command})"
         return f"pid {self.pid} on {self.host} since {self.since} ({self.command})"
+
+
+def described(owners: Sequence[OwnerInfo]) -> str:
+    """``pid 1 on h since … (checkpoint), pid 2 …``, or "another live proxy" when none can be named."""
+    return ", ".join(owner.describe() for owner in owners) or "another live proxy"
 
 
 class WorkflowSummary(NamedTuple):
@@ -125,6 +134,7 @@ class WorkflowSummary(NamedTuple):
     last_activity: str | None = None
     owner: OwnerInfo | None = None
     principal: str | None = None  # whose it is (`checkpoint serve` with an identity provider), if anyone's
+    sharers: tuple[OwnerInfo, ...] = ()  # the live proxies that share it (no owner then), as far as can be told
 
 
 class ResolveAction(enum.Enum):
@@ -245,8 +255,13 @@ class UnitOfWork(ABC):
         ``outcome`` (at commit), and no longer counted towards a limit or budget."""
 
     @abstractmethod
-    def fork(self, lineage: Lineage, seq: int) -> Lineage:
-        """Start a branch of ``lineage`` at ``seq`` (created at commit); the returned lineage has it as head."""
+    def branch(self, lineage: Lineage, seq: int) -> Lineage:
+        """The lineage a branch of ``lineage`` started at ``seq`` would make (its new head named, nothing written):
+        what ``fork`` records."""
+
+    @abstractmethod
+    def fork(self, branched: Lineage) -> None:
+        """Start the branch ``branch`` named, the head of ``branched`` (created at commit)."""
 
     @abstractmethod
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
@@ -346,11 +361,43 @@ class Approvals(ABC):
 
 
 class Ownership(ABC):
-    """A held claim on a workflow lineage; released by ``release`` or by the owner's death."""
+    """A held claim on a workflow lineage; released by ``release`` or by the owner's death.
+
+    A claim is *exclusive* (one live owner: the process numbers the workflow's calls itself, or an operator's
+    command changes them) or *shared* (any number of processes at once, none of them exclusive: their calls are
+    identified by content and take their sequences from the workflow's shared counter). See docs/sessions.md.
+    """
+
+    shared: bool = False
+    """True while the claim is shared with other processes (``Journal.acquire(shared=True)``)."""
 
     @abstractmethod
     def release(self) -> None:
         """Give the workflow up (idempotent)."""
+
+    def take_alone(self) -> bool:
+        """Make a shared claim exclusive if no other live process shares the workflow now: True once this process
+        owns it alone (from then on no other can share it), False while others do (the claim stays shared). An
+        exclusive claim is already alone.
+
+        Raises:
+            JournalLost: the shared claim was lost on the way (an exclusive owner took the workflow in between).
+        """
+        return not self.shared
+
+
+class Presence(Protocol):
+    """This process as a live participant of the journal (``Journal.register_replica``): the calls it reserves
+    carry ``replica_id``, and are in flight, not in doubt, for as long as it lives."""
+
+    replica_id: str
+    alive: bool
+    """False while the liveness lock is lost (its connection is down and being made again)."""
+    lost_reason: str | None
+    """Why it was lost, while it is."""
+
+    def close(self) -> None:
+        """Stop being a participant (the calls it left PENDING are then in doubt)."""
 
 
 class Journal(ABC):
@@ -373,13 +420,44 @@ class Journal(ABC):
     """The journal's approval requests."""
 
     def allocate_seq(self, workflow: str) -> int | None:
-        """A sequence of ``workflow`` that no other replica was given, for a call without an explicit one, where
-        replicas share the journal; None where the process's own cursor decides (one owner per workflow)."""
+        """A sequence of ``workflow`` that no other process sharing it was given, for a call without an explicit
+        one, once this process is a registered replica (``register_replica``); None otherwise (its own cursor
+        decides: it owns the workflow alone)."""
+        return None
+
+    def ready_seq(self, workflow: str) -> None:
+        """Have sequences of ``workflow``'s shared counter in hand before the first call needs one, where taking one
+        could otherwise wait for another writer (``SqliteJournal``); by default nothing to do.
+
+        Raises:
+            JournalUnavailable: the counter could not be stepped.
+        """
+        return None
+
+    def put_back(self, workflow: str, seq: int) -> None:
+        """``seq`` of ``workflow``, which ``allocate_seq`` gave, went to no call (its reservation found a condition
+        unmet): the next call takes it, where this process holds its sequences ahead; by default it stays unused."""
+        return None
+
+    def give_back(self) -> None:
+        """Give back the sequences ``ready_seq`` took ahead, where no other process took a step since (this process
+        no longer shares the workflow, or stops); by default nothing to do."""
         return None
 
     def replica_alive(self, replica_id: str) -> bool:
         """True while the replica ``replica_id`` is alive (holds its liveness lock); no replicas by default."""
         return False
+
+    @abstractmethod
+    def register_replica(self, on_commit: Callable[[], None] | None = None) -> Presence:
+        """Become a live replica of the journal: a process that shares workflows with others (a `checkpoint serve`
+        replica; a proxy whose calls are identified by content). Its reservations carry its id (``replica_id``),
+        and another process tells its calls in flight from calls in doubt by its liveness lock. ``on_commit``,
+        where the database can tell (PostgreSQL), is called from another thread when another replica commits.
+
+        Raises:
+            JournalUnavailable: the liveness lock cannot be taken.
+        """
 
     @abstractmethod
     def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
@@ -396,11 +474,13 @@ class Journal(ABC):
     # ---- what a proxy needs ------------------------------------------------------------------------------
 
     @abstractmethod
-    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
-        """Become the one live owner of the lineage rooted at ``root``.
+    def acquire(self, root: str, command: str = "checkpoint", *, shared: bool = False) -> Ownership:
+        """Become the one live owner of the lineage rooted at ``root``; ``shared``: one of any number of live
+        processes that share it (none of which owns it alone).
 
         Raises:
-            WorkflowOwned: another live process owns it (the error names pid, host and since when).
+            WorkflowOwned: another live process owns it alone, or (not ``shared``) others share it (the error names
+                who: pid, host and since when).
         """
 
     @abstractmethod
@@ -440,9 +520,12 @@ class Journal(ABC):
         return False
 
     @abstractmethod
-    def last_session_start(self) -> str | None:
-        """When the agent's client last started a session on this journal (a new one, a resume, a clear, a
-        compaction: ``session_starts.py``), or None: a repeat of a call from before then is the resumed agent's."""
+    def session_starts(self, client: str | None) -> SessionStarts:
+        """What the session starts recorded on this journal say to the proxy of the client session ``client`` (a
+        ``pid:start``, ``client_process``; None: a session of no known client, such as a gateway's, which every
+        start concerns and whose boundaries are taken as known): when the newest that concerns it was recorded (a
+        new session, a resume, a clear, a compaction: a repeat of a call from before then is the resumed agent's),
+        and whether its client records them at all (``session_starts.py``)."""
 
     @abstractmethod
     def reopening(self) -> tuple[str, bytes | None, str | None]:
@@ -478,6 +561,11 @@ class Journal(ABC):
     @abstractmethod
     def owner(self, root: str) -> OwnerInfo | None:
         """The live owner of the lineage rooted at ``root``, or None."""
+
+    @abstractmethod
+    def sharers(self, root: str) -> list[OwnerInfo]:
+        """The live processes that share the lineage rooted at ``root`` (``acquire(shared=True)``), as far as the
+        database can name them."""
 
     @abstractmethod
     def root_of(self, workflow: str) -> str | None:

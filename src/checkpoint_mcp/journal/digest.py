@@ -33,6 +33,7 @@ PENDING_MARK_MAX: Final = 100
 """A mark lists at most this many in-flight sequences; a workflow with more gets no mark (the load scans)."""
 SHORT_ARGUMENTS: Final = 80
 OLDEST_SCHEMA: Final = 2  # the oldest schema the digest reads (a proxy migrates older ones)
+_REPLICAS_SCHEMA: Final = 3  # the first schema whose calls name the replica that reserved them
 _EVENTS_SCHEMA: Final = 4  # the first schema with the events table (tool policies' audit records)
 REPEATS_FETCH: Final = 100
 """At most this many caught repeats are read per branch for the brief."""
@@ -211,6 +212,11 @@ class JournalReader(ABC):
     @abstractmethod
     def owner_since(self, root: str) -> tuple[str, str] | None:
         """(since, description) of the live proxy owning ``root``'s lineage, or None."""
+
+    @abstractmethod
+    def replica_alive(self, replica_id: str) -> bool:
+        """True while the replica ``replica_id`` (a proxy sharing a workflow, a gateway replica) is alive, read
+        without taking its lock."""
 
     @abstractmethod
     def close(self) -> None:
@@ -486,16 +492,38 @@ class JournalReader(ABC):
         )
 
     def _with_owner(self, lineage: Lineage, digest: Digest) -> Digest:
-        """Split PENDING calls: those a live owner sent after it took the workflow are in flight, not in doubt."""
+        """Split PENDING calls: those a live owner sent after it took the workflow, and those a live replica
+        reserved (a proxy that shares the workflow, a gateway replica), are in flight, not in doubt."""
         if not digest.in_doubt:
             return digest
         owner = self.owner_since(lineage.root)
-        if owner is None:
+        running = self._running_on_replicas(lineage)
+        if owner is None and not running:
             return digest
-        since, described = owner
-        flying = tuple(call for call in digest.in_doubt if call.started_at >= since)
-        doubt = tuple(call for call in digest.in_doubt if call.started_at < since)
+        since, described = owner if owner is not None else ("\uffff", None)
+        flying = tuple(c for c in digest.in_doubt if c.started_at >= since or (c.workflow, c.seq) in running)
+        doubt = tuple(c for c in digest.in_doubt if c.started_at < since and (c.workflow, c.seq) not in running)
         return replace(digest, in_doubt=doubt, in_flight=flying, owner=described)
+
+    def _running_on_replicas(self, lineage: Lineage) -> set[tuple[str, int]]:
+        """The PENDING calls of ``lineage`` a live replica reserved (schema 3 on)."""
+        if self.schema < _REPLICAS_SCHEMA:
+            return set()
+        workflows = [branch.workflow for branch in lineage.branches]
+        marks = ", ".join("?" for _ in workflows)
+        rows = self.rows(
+            "SELECT workflow_id, seq, replica_id FROM calls"
+            f" WHERE workflow_id IN ({marks}) AND state = 'PENDING' AND replica_id IS NOT NULL",
+            workflows,
+        )
+        alive: dict[str, bool] = {}
+        running: set[tuple[str, int]] = set()
+        for workflow, seq, replica in rows:
+            if replica not in alive:
+                alive[replica] = self.replica_alive(str(replica))
+            if alive[replica]:
+                running.add((str(workflow), int(seq)))
+        return running
 
 
 def _counted_apart(calls: Sequence[Call]) -> tuple[list[Call], tuple[Ran, ...]]:

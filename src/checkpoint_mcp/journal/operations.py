@@ -41,11 +41,13 @@ def resolve(
     release: bool = False,
 ) -> Resolution:
     """Record what happened to an in-doubt or failed call: completed with ``result``, failed with ``message``,
-    or released to run again. Refused while a live proxy owns the workflow.
+    or released to run again. Refused while a live proxy owns the workflow alone, and for a call still in flight in
+    a live proxy that shares it; the sessions that share it go on meanwhile.
 
     Raises:
-        UsageError: not exactly one outcome, a result that is not a JSON object, no such call or workflow.
-        WorkflowOwned: a live proxy owns the workflow.
+        UsageError: not exactly one outcome, a result that is not a JSON object, no such call or workflow, or a
+            call in flight.
+        WorkflowOwned: a live proxy owns the workflow alone.
     """
     chosen = [result is not None, message is not None, release]
     if sum(chosen) != 1:
@@ -68,7 +70,9 @@ def resolve(
     else:
         action, outcome = ResolveAction.RELEASED, None
     try:
-        ownership = journal.acquire(root, command="checkpoint journal resolve")
+        # Shared: the sessions that share the workflow go on (a call in flight in one of them is refused by
+        # ``Journal.resolve``); a proxy that owns it alone numbers its calls, and its decisions must not change.
+        ownership = journal.acquire(root, command="checkpoint journal resolve", shared=True)
     except WorkflowOwned as exc:
         raise WorkflowOwned(
             root, f"{exc.owner}; stop that proxy first: a live proxy's decisions must not change under it"
@@ -95,11 +99,11 @@ def decide_approval(journal: Journal, approval_id: int, grant: bool, reason: str
 
 
 def collect(journal: Journal, age: timedelta) -> tuple[dict[str, list[int]], list[str]]:
-    """Remove finished calls older than ``age`` from every workflow no live proxy owns.
+    """Remove finished calls older than ``age`` from every workflow no live proxy owns or shares.
 
     Returns what was removed (workflow -> sequences) and the roots skipped because a proxy owns them.
     """
-    owned = sorted({s.root for s in journal.workflows() if s.owner is not None})
+    owned = sorted({s.root for s in journal.workflows() if s.owner is not None or s.sharers})
     return journal.collect(iso_before(age), skip_roots=owned), owned
 
 

@@ -6,6 +6,11 @@ lock goes with the process, SIGKILL included; how it is taken is the platform's 
 takes it; ``probe`` tells, from any process, whether someone holds it (a shared-lock attempt fails only while the
 exclusive one is held), and the resume brief's digest reads it the same way. Only the standard library and the
 platform seams: `checkpoint brief` imports this on its fast path.
+
+The same file is held *shared* by every proxy whose calls are identified by content: any number of them share the
+workflow, and none can own it alone while another does (docs/sessions.md). ``probe`` sees only an exclusive owner.
+Each such proxy also holds a lock of its own, its *presence* (``presence_path``): the calls it left PENDING are in
+flight while it is held, in doubt once it is not.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 
+from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal.base import OwnerInfo
 from checkpoint_mcp.platforms import files, locks
 
 STARTING_UP = OwnerInfo(0, "?", "", "starting up")
 """What ``probe`` says of a lock held by a process that has not yet written who it is."""
+
+PRESENCE = "\0replica "
+"""How a presence's lock is named (``presence_root``): no workflow id holds a NUL, so none can take its lock."""
 
 
 def owners_folder(journal_path: str) -> str:
@@ -30,6 +40,31 @@ def lock_path(journal_path: str, root: str) -> str:
     """The ownership lock of the lineage rooted at ``root`` in the journal at ``journal_path``."""
     digest = hashlib.sha256(root.encode()).hexdigest()[:32]
     return os.path.join(owners_folder(journal_path), f"{digest}.lock")
+
+
+def presence_root(replica_id: str) -> str:
+    """The name whose lock is the presence of the replica ``replica_id`` (``lock_path`` hashes it)."""
+    return PRESENCE + replica_id
+
+
+def presence_path(journal_path: str, replica_id: str) -> str:
+    """The lock a live replica (a proxy sharing workflows) holds for as long as it lives."""
+    return lock_path(journal_path, presence_root(replica_id))
+
+
+def write_owner(fd: int, root: str, command: str, shares: list[str] | None = None) -> None:
+    """Write who holds the lock ``fd`` into it (``read_owner`` reads it); ``shares``: the lineages a presence shares
+    (``sharers`` finds them)."""
+    info: dict[str, object] = {
+        "workflow": root,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": utc_now(),
+        "command": command,
+    }
+    if shares is not None:
+        info["shares"] = shares
+    locks.write_details(fd, json.dumps(info).encode())
 
 
 def read_owner(fd: int) -> OwnerInfo | None:
@@ -55,3 +90,27 @@ def probe(path: str) -> OwnerInfo | None:
         return None
     finally:
         os.close(fd)
+
+
+def sharers(journal_path: str, root: str) -> list[OwnerInfo]:
+    """The live replicas that share the lineage rooted at ``root`` (their presences name it), by reading every lock
+    of the journal's folder; none taken."""
+    folder = owners_folder(journal_path)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found: list[OwnerInfo] = []
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read(locks.DETAILS_LIMIT) or b"{}")
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or root not in data.get("shares", ()):
+            continue
+        owner = probe(path)
+        if owner is not None:
+            found.append(owner)
+    return found

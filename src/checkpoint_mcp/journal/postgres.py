@@ -31,15 +31,15 @@ from checkpoint_mcp.errors import (
     JournalVersionError,
     UsageError,
     WorkflowOwned,
+    WorkflowShared,
 )
 from checkpoint_mcp.journal import chain, password_in, pgwrites, without_password
-from checkpoint_mcp.journal.base import OwnerInfo, Ownership
+from checkpoint_mcp.journal.base import OwnerInfo, Ownership, described
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, schema
-from checkpoint_mcp.journal.sequences import SequenceBlocks
-from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal
 
 try:
     import psycopg
@@ -89,11 +89,8 @@ def turns_key(names: Sequence[str]) -> int:
 
 _LOCK_WORKFLOW = "SELECT 1 FROM workflows WHERE workflow_id = %s FOR UPDATE"
 _HEAD = chain.HEAD.replace("?", "%s")
-_TAKE_BLOCK = (
-    "SET LOCAL synchronous_commit TO OFF;"
-    " UPDATE workflows SET next_seq = greatest(next_seq,"
-    " (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = %s)) + %s"
-    " WHERE workflow_id = %s RETURNING next_seq"
+_TAKE_BLOCK = "SET LOCAL synchronous_commit TO OFF; " + TAKE_BLOCK.replace("max(next_seq", "greatest(next_seq").replace(
+    "?", "%s"
 )
 
 
@@ -116,14 +113,26 @@ class _Entered:
 
 
 class _AdvisoryOwnership(Ownership):
-    def __init__(self, journal: PostgresJournal, root: str) -> None:
+    def __init__(self, journal: PostgresJournal, root: str, shared: bool) -> None:
         self._journal = journal
         self._root: str | None = root
+        self.shared = shared
 
     def release(self) -> None:
         if self._root is not None:
-            self._journal.release_root(self._root)
+            self._journal.release_root(self._root, self.shared)
             self._root = None
+
+    def take_alone(self) -> bool:
+        """See ``Ownership.take_alone``: the exclusive lock taken beside the shared one (a session's own locks never
+        conflict), which is then let go; refused while another session holds either."""
+        if not self.shared:
+            return True
+        assert self._root is not None
+        if not self._journal.take_alone(self._root):
+            return False
+        self.shared = False
+        return True
 
 
 class PostgresJournal(SqlJournal):
@@ -150,7 +159,7 @@ class PostgresJournal(SqlJournal):
         self._owned: dict[str, OwnerInfo] = {}
         self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
-        self._sequences = SequenceBlocks(self._take_block)
+        self._shared: set[str] = set()  # roots this process shares (a shared advisory lock each)
         self._connect()
         try:
             self._prepare(create)
@@ -217,6 +226,13 @@ class PostgresJournal(SqlJournal):
                     raise JournalLost(
                         f"ownership of workflow {root!r} was lost while the connection to {self.location} was down, "
                         "and another proxy now owns it; this proxy must stop"
+                    )
+            for root in list(self._shared):
+                if not self._try_lock(root, shared=True):
+                    self._shared.discard(root)
+                    raise JournalLost(
+                        f"this proxy's share of workflow {root!r} was lost while the connection to {self.location} "
+                        "was down, and another proxy now owns it alone; this proxy must stop"
                     )
             return
         raise JournalLost(
@@ -473,24 +489,32 @@ class PostgresJournal(SqlJournal):
 
     # ---- ownership ----------------------------------------------------------------------------------------
 
-    def _try_lock(self, root: str) -> bool:
-        row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(root),)).fetchone()
+    def _try_lock(self, root: str, shared: bool = False) -> bool:
+        call = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+        row = self._conn.execute(f"SELECT {call}(%s)", (lock_key(root),)).fetchone()
         return bool(row[0])
 
-    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
-        """Take the advisory lock of ``root``'s lineage on this session, and record who we are.
+    def acquire(self, root: str, command: str = "checkpoint", *, shared: bool = False) -> Ownership:
+        """Take the advisory lock of ``root``'s lineage on this session, exclusive (and record who we are) or
+        ``shared``.
 
         Raises:
-            WorkflowOwned: another live session holds it.
+            WorkflowOwned: another live session holds it alone, or (not ``shared``) others share it
+                (``WorkflowShared``).
         """
         self._ensure_connected()
         deadline = time.monotonic() + LOCK_RETRY_SECONDS
         with self._translated("lock a workflow in"):
-            while not self._try_lock(root):
+            while not self._try_lock(root, shared):
                 if time.monotonic() >= deadline:
                     owner = self._recorded_owner(root)
+                    if not shared and self.owner(root) is None:  # held, but by sharers only
+                        raise WorkflowShared(root, described(self.sharers(root)))
                     raise WorkflowOwned(root, owner.describe() if owner else "another session")
                 time.sleep(0.02)
+            if shared:
+                self._shared.add(root)
+                return _AdvisoryOwnership(self, root, shared=True)
             info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), command)
             self._conn.execute(
                 "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
@@ -499,14 +523,53 @@ class PostgresJournal(SqlJournal):
                 (root, info.pid, info.host, info.since, info.command),
             )
         self._owned[root] = info
-        return _AdvisoryOwnership(self, root)
+        return _AdvisoryOwnership(self, root, shared=False)
 
-    def release_root(self, root: str) -> None:
-        """Give up ``root``'s lock (no-op if the session is gone: so is the lock)."""
-        self._owned.pop(root, None)
+    def take_alone(self, root: str) -> bool:
+        """Own ``root``'s lineage alone, which this session shares: True once it does (the shared lock let go), False
+        while another session holds the lock (nothing changed)."""
+        self._ensure_connected()
+        with self._translated("lock a workflow in"):
+            if not self._try_lock(root):
+                return False
+            self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (lock_key(root),))
+            self._shared.discard(root)
+            info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), "checkpoint")
+            self._conn.execute(
+                "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (root_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
+                " since = excluded.since, command = excluded.command",
+                (root, info.pid, info.host, info.since, info.command),
+            )
+        self._owned[root] = info
+        return True
+
+    def sharers(self, root: str) -> list[OwnerInfo]:
+        """The database sessions that hold ``root``'s shared lock (``pg_locks``), each named by where it connects
+        from, since when and its application name (a proxy's process id is not the database's)."""
+        key = lock_key(root) & 0xFFFFFFFFFFFFFFFF
+        with self.reading():
+            rows = self._conn.execute(
+                "SELECT coalesce(host(a.client_addr), 'local'), a.backend_start, a.application_name"
+                " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ShareLock' AND l.pid <> pg_backend_pid()"
+                " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                " AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid AND l.objsubid = 1"
+                " ORDER BY a.backend_start",
+                (key >> 32, key & 0xFFFFFFFF),
+            ).fetchall()
+        return [OwnerInfo(0, str(host), str(since), str(application)) for host, since, application in rows]
+
+    def release_root(self, root: str, shared: bool = False) -> None:
+        """Give up ``root``'s lock, exclusive or ``shared`` (no-op if the session is gone: so is the lock)."""
+        if shared:
+            self._shared.discard(root)
+        else:
+            self._owned.pop(root, None)
         if self._healthy():
+            unlock = "pg_advisory_unlock_shared" if shared else "pg_advisory_unlock"
             with self._translated("unlock a workflow in"):
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(root),))
+                self._conn.execute(f"SELECT {unlock}(%s)", (lock_key(root),))
 
     def _recorded_owner(self, root: str) -> OwnerInfo | None:
         row = self._conn.execute("SELECT pid, host, since, command FROM owners WHERE root_id = %s", (root,)).fetchone()
@@ -526,33 +589,22 @@ class PostgresJournal(SqlJournal):
 
     # ---- replicas -----------------------------------------------------------------------------------------
 
-    def register_replica(self, on_commit: Any) -> ReplicaPresence:
-        """Become a live `checkpoint serve` replica: a lock held on a connection of its own, which also listens
-        for other replicas' commits (``on_commit`` is then called, from another thread).
+    def register_replica(self, on_commit: Callable[[], None] | None = None) -> ReplicaPresence:
+        """Become a live replica (a `checkpoint serve` replica, a proxy sharing workflows): a lock held on a
+        connection of its own, which also listens for other replicas' commits (``on_commit`` is then called, from
+        another thread).
 
         Raises:
             JournalUnavailable: the database cannot be reached.
         """
         with self._translated("register a replica in"):
-            presence = ReplicaPresence(self._url, self.location, self._scrub, on_commit)
+            presence = ReplicaPresence(self._url, self.location, self._scrub, on_commit or (lambda: None))
             self._application = presence.application_name
             self._conn.execute("SELECT set_config('application_name', %s, false)", (self._application,))
         self.replica_id = presence.replica_id
         return presence
 
-    def allocate_seq(self, workflow: str) -> int | None:
-        """For a replica: a sequence of the workflow's shared counter, from a block this replica took (see
-        ``sequences``: blocks of 1 to 64 by the pace of the calls, so a slow workflow keeps small gaps).
-
-        Raises:
-            JournalUnavailable: the counter could not be stepped (nothing was handed out).
-            JournalLost: the database stayed unreachable, or ownership was lost meanwhile.
-        """
-        if self.replica_id is None:
-            return None
-        return self._sequences.next(workflow)
-
-    def _take_block(self, workflow: str, size: int) -> int | None:
+    def _take_block(self, workflow: str, size: int, *, wait: bool) -> int | None:
         """One atomic step of ``workflow``'s counter by ``size`` past every committed sequence: the block's last
         (None: no such workflow). One round trip: two statements in one query, one implicit transaction, so ``SET
         LOCAL`` applies; not durable (no WAL flush): it is once a reservation from its block commits (WAL is
@@ -585,6 +637,9 @@ class PostgresJournal(SqlJournal):
         return self._url, self.audit_key, self.replica_id
 
     def close(self) -> None:
-        """Close the connection (which releases every advisory lock it held)."""
+        """Give back the sequences held ahead, and close the connection (which releases every advisory lock it
+        held)."""
         if self._conn is not None and not self._conn.closed:
+            if self._healthy():
+                self.give_back()
             self._conn.close()

@@ -75,6 +75,9 @@ class _SqliteReader(JournalReader):
             return owner.since, "a proxy starting up"
         return owner.since, f"pid {owner.pid} on {owner.host}"
 
+    def replica_alive(self, replica_id: str) -> bool:
+        return owner_lock.probe(owner_lock.presence_path(self.path, replica_id)) is not None
+
     def close(self) -> None:
         self._con.close()
 
@@ -139,19 +142,29 @@ class _PostgresReader(JournalReader):
     def owner_since(self, root: str) -> tuple[str, str] | None:
         from checkpoint_mcp.journal.postgres import lock_key
 
-        key = lock_key(root) & 0xFFFFFFFFFFFFFFFF
-        held = self.rows(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1",
-            (key >> 32, key & 0xFFFFFFFF),
-        )
-        if not int(held[0][0]):
+        if not self._advisory_held(lock_key(root), "ExclusiveLock"):
             return None
         found = self.rows("SELECT since, pid, host FROM owners WHERE root_id = ?", (root,))
         if not found:
             return "", "another session"
         return str(found[0][0]), f"pid {found[0][1]} on {found[0][2]}"
+
+    def replica_alive(self, replica_id: str) -> bool:
+        from checkpoint_mcp.journal.replicas import replica_lock_key
+
+        return self._advisory_held(replica_lock_key(replica_id))
+
+    def _advisory_held(self, key: int, mode: str | None = None) -> bool:
+        """Whether some session holds the advisory lock ``key`` (in ``mode``, if given), read from ``pg_locks``."""
+        key &= 0xFFFFFFFFFFFFFFFF
+        held = self.rows(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            + (" AND mode = ?" if mode else "")
+            + " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1",
+            ((mode,) if mode else ()) + (key >> 32, key & 0xFFFFFFFF),
+        )
+        return bool(int(held[0][0]))
 
     def close(self) -> None:
         self._conn.close()

@@ -35,7 +35,7 @@ class CallRecord(NamedTuple):
     started_at: str  # ISO 8601 UTC
     finished_at: str | None
     key: str | None = None  # the call's ``_meta.checkpoint_key``, if it had one
-    replica: str | None = None  # the `checkpoint serve` replica that reserved it, while it may still be running
+    replica: str | None = None  # the replica that reserved it (a proxy sharing the workflow, a gateway replica)
     identity: str | None = None  # its identity for repeats, where its tool's policy names a part of the arguments
     tool_error: bool = False  # COMPLETED with a result that is a tool error (``isError: true``): its work not done
     repeat_rule: str | None = None  # its tool's repeat rule when it was reserved (None: no policy applied)

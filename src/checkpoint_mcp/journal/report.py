@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from checkpoint_mcp.clock import parse_time
-from checkpoint_mcp.journal.base import Resolution, WorkflowSummary
+from checkpoint_mcp.journal.base import Resolution, WorkflowSummary, described
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
 SHORT_ARGUMENTS = 60
@@ -88,7 +88,7 @@ def render_ls(summaries: list[WorkflowSummary]) -> str:
             str(s.counts.get(CallState.COMPLETED, 0)),
             str(s.counts.get(CallState.FAILED, 0)),
             s.last_activity or "-",
-            s.owner.describe() if s.owner else "-",
+            _owner_text(s),
         ]
         for s in ordered
     ]
@@ -98,6 +98,15 @@ def render_ls(summaries: list[WorkflowSummary]) -> str:
         for row, s in zip(rows, ordered, strict=True):
             row.insert(1, s.principal or "-")
     return _table(head, rows)
+
+
+def _owner_text(summary: WorkflowSummary) -> str:
+    """The live owner of a workflow, or the live proxies that share it, or ``-``."""
+    if summary.owner is not None:
+        return summary.owner.describe()
+    if summary.sharers:
+        return "shared: " + described(summary.sharers)
+    return "-"
 
 
 def _negated(timestamp: str | None) -> tuple[int, ...]:
@@ -118,6 +127,7 @@ def summary_json(summary: WorkflowSummary) -> dict[str, Any]:
         "owner": None
         if summary.owner is None
         else {"pid": summary.owner.pid, "host": summary.owner.host, "since": summary.owner.since},
+        "sharers": [{"pid": s.pid, "host": s.host, "since": s.since} for s in summary.sharers],
     }
 
 

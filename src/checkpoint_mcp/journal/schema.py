@@ -182,5 +182,10 @@ def schema(big_integer: str, identity: str) -> dict[int, tuple[str, ...]]:
             # it (its tool's table, or one of that table's sub-rules chosen by an argument:
             # "tools.start_process.when.push"); NULL without a policy. `journal show` and the resume brief say it.
             "ALTER TABLE calls ADD COLUMN rule TEXT",
+            # Issue 42: which client session a session start came from (session_starts.py): the client processes
+            # the hook ran under (its ancestors, each `pid:start`, space-separated with a space at either end), so a
+            # start marks only the proxies of that client session; NULL where they could not be known (every
+            # session, as before this version).
+            "ALTER TABLE session_starts ADD COLUMN clients TEXT",
         ),
     }

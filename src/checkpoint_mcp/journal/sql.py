@@ -8,18 +8,21 @@ they compare as strings and read the same everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.errors import UsageError
+from checkpoint_mcp.errors import JournalError, JournalUnavailable, UsageError
 from checkpoint_mcp.journal import audit, chain, session_starts
 from checkpoint_mcp.journal.approval_store import SqlApprovals
 from checkpoint_mcp.journal.base import (
+    MAX_CLIENT_SEQ,
     MAX_SEQ,
     Batch,
     Branch,
@@ -39,6 +42,7 @@ from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
 from checkpoint_mcp.journal.reserving import METERED_OF_CALL, Reserving
 from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.rows import record as _record
+from checkpoint_mcp.journal.sequences import BLOCK_SECONDS, SequenceBlocks
 from checkpoint_mcp.journal.settlements import Settlements
 
 
@@ -55,6 +59,18 @@ class Cursor(Protocol):
 
 _INSERT_CALL = INSERT_CALL
 _DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
+AHEAD_MAX = 64
+"""The most sequences a proxy of one client session holds ahead (``SqlJournal.allocate_seq``): what a crash of it
+leaves unused, at most."""
+TAKE_BLOCK = (
+    "UPDATE workflows SET next_seq = max(next_seq, coalesce(fork_seq, 0),"
+    f" (SELECT coalesce(max(seq), 0) FROM calls WHERE workflow_id = ? AND seq <= {MAX_CLIENT_SEQ})) + ?"
+    " WHERE workflow_id = ? RETURNING next_seq"
+)
+"""One step of a workflow's shared counter by a block's size, past every sequence it holds (in the clients' range:
+rows an older Checkpoint wrote above it do not move it, as they do not move the cursor) and past where its branch
+starts: the block's last sequence (``sequences``). SQLite's ``max`` of several values; PostgreSQL says
+``greatest``."""
 _INSERT_BRANCH = "INSERT INTO workflows (workflow_id, root_id, parent_id, fork_seq, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -177,16 +193,18 @@ class _SqlUnit(UnitOfWork):
         self.finish(workflow, seq, CallState.FAILED, outcome)
         self._ops.append((METERED_OF_CALL, (workflow, seq), None))
 
-    def fork(self, lineage: Lineage, seq: int) -> Lineage:
+    def branch(self, lineage: Lineage, seq: int) -> Lineage:
         root = lineage.root
         count = self._one("SELECT count(*) FROM workflows WHERE root_id = ? AND parent_id IS NOT NULL", (root,))[0]
         count = int(count) + self._branch_count(root)
+        return Lineage((Branch(f"{root}~{count + 1}", seq), *lineage.branches))
+
+    def fork(self, branched: Lineage) -> None:
+        root, (head, parent) = branched.root, branched.branches[:2]
         self._branches[root] = self._branches.get(root, 0) + 1
-        name = f"{root}~{count + 1}"
         now = utc_now()
-        event = Event(name, "forked", seq, {"parent": lineage.head, "root": root}, now)
-        self._ops.append((_INSERT_BRANCH, (name, root, lineage.head, seq, now), event))
-        return Lineage((Branch(name, seq), *lineage.branches))
+        event = Event(head.workflow, "forked", head.start, {"parent": parent.workflow, "root": root}, now)
+        self._ops.append((_INSERT_BRANCH, (head.workflow, root, parent.workflow, head.start, now), event))
 
     def record_event(self, workflow: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         text = chain.canonical_text(detail)  # refuse what has no canonical form now, not at commit
@@ -286,6 +304,98 @@ class SqlJournal(Journal):
         self._reserving = Reserving(self)
         self._settlements = Settlements(self)
         self._principals = Principals(self)
+        self._sequences = SequenceBlocks(lambda workflow, size: self._take_block(workflow, size, wait=True))
+        self._ahead: dict[str, list[int]] = {}  # workflow -> sequences of its counter in hand (``ready_seq``)
+        self._stepped: dict[str, tuple[float, int]] = {}  # workflow -> when its counter was last stepped, and how far
+
+    def allocate_seq(self, workflow: str) -> int | None:
+        """For a replica: a sequence of the workflow's shared counter. A workflow ``ready_seq`` readied (a proxy of
+        one client session) takes them ahead, a few at a time (``_top_up``): its calls take consecutive sequences,
+        and where taking more would wait for another writer (SQLite's write lock, held by another session's
+        commit), one in hand is used and the step waits for the next call, so the proxy's event loop goes on. Any
+        other (a gateway replica) takes them from blocks (``sequences``: 1 to ``BLOCK_MAX`` by the pace of its
+        calls).
+
+        Raises:
+            JournalUnavailable: the counter could not be stepped (nothing was handed out).
+            JournalLost: the journal is gone for good.
+        """
+        if self.replica_id is None:
+            return None
+        held = self._ahead.get(workflow)
+        if held is None:
+            return self._sequences.next(workflow)
+        if len(held) < 2:
+            self._top_up(workflow, held, wait=not held)
+        return held.pop(0)
+
+    def ready_seq(self, workflow: str) -> None:
+        """See ``Journal.ready_seq``: this process takes ``workflow``'s sequences ahead (``allocate_seq``); the
+        first are taken now, waiting for the lock if they must.
+
+        Raises:
+            JournalUnavailable: the counter could not be stepped.
+        """
+        if self.replica_id is None:
+            return
+        held = self._ahead.setdefault(workflow, [])
+        if len(held) < 2:
+            self._top_up(workflow, held, wait=True)
+
+    def _top_up(self, workflow: str, held: list[int], *, wait: bool) -> None:
+        """Take sequences of ``workflow``'s counter until enough are in hand: the call's and the next, or, while the
+        calls come faster than ``BLOCK_SECONDS`` a step, twice as many as the step before (up to ``AHEAD_MAX``:
+        one step a call cost a write transaction each); ``wait``: for another writer's lock, else (one is in hand) a
+        step that meets it is left for the next call.
+
+        Raises:
+            JournalUnavailable: the step failed (nothing was taken), and no sequence is in hand.
+        """
+        now = time.monotonic()
+        stepped, target = self._stepped.get(workflow, (0.0, 2))
+        if now - stepped < BLOCK_SECONDS:
+            target = min(target * 2, AHEAD_MAX)
+        elif now - stepped > 4 * BLOCK_SECONDS:
+            target = 2
+        size = max(target - len(held), 1)
+        try:
+            last = self._take_block(workflow, size, wait=wait)
+        except JournalUnavailable as exc:
+            if wait or not held or not self._met_a_lock(exc):
+                raise
+            return
+        if last is None:
+            raise JournalUnavailable(f"journal {self.location} has no workflow {workflow!r} to take a sequence of")
+        held.extend(range(last - size + 1, last + 1))
+        self._stepped[workflow] = (now, target)
+
+    def put_back(self, workflow: str, seq: int) -> None:
+        """See ``Journal.put_back``: the next call of this process takes ``seq`` first."""
+        held = self._ahead.get(workflow)
+        if held is not None and seq not in held:
+            held.insert(0, seq)
+
+    def give_back(self) -> None:
+        """See ``Journal.give_back``: each workflow's counter goes back to before the sequences in hand, where no
+        other process took a step since (a compare-and-set); else they stay unused. Best effort."""
+        ahead, self._ahead = self._ahead, {}
+        for workflow, held in ahead.items():
+            if held:
+                with contextlib.suppress(JournalError), self.transaction():
+                    self.execute(
+                        "UPDATE workflows SET next_seq = ? WHERE workflow_id = ? AND next_seq = ?",
+                        (held[0] - 1, workflow, held[-1]),
+                    )
+
+    def _met_a_lock(self, exc: JournalUnavailable) -> bool:
+        """Whether ``exc`` says a statement met another writer's lock (and changed nothing): by default never."""
+        return False
+
+    @abstractmethod
+    def _take_block(self, workflow: str, size: int, *, wait: bool) -> int | None:
+        """One atomic step of ``workflow``'s counter by ``size`` (``TAKE_BLOCK``): the block's last sequence, or
+        None when the journal has no such workflow; ``wait``: for another writer's lock, where the database has
+        one to wait for."""
 
     def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
         """See ``Journal.claim_workflow`` (``principals.py``)."""
@@ -317,11 +427,16 @@ class SqlJournal(Journal):
         """See ``Journal.settle`` (``settlements.py``)."""
         return self._settlements.settle(workflow, seq, action, outcome, by, evidence, keep_row=keep_row)
 
-    def last_session_start(self) -> str | None:
-        """See ``Journal.last_session_start``."""
+    def session_starts(self, client: str | None) -> session_starts.SessionStarts:
+        """See ``Journal.session_starts``."""
         with self.reading():
-            row = self.execute(session_starts.NEWEST).fetchone()
-        return str(row[0]) if row else None
+            if client is None:
+                row = self.execute(session_starts.NEWEST).fetchone()
+                return session_starts.SessionStarts(str(row[0]) if row else None, True)
+            like = session_starts.pattern(client)
+            row = self.execute(session_starts.NEWEST_FOR, (like,)).fetchone()
+            own = self.execute(session_starts.OWN, (like,)).fetchone()
+        return session_starts.SessionStarts(str(row[0]) if row else None, own is not None)
 
     def take_turns(self, *names: str) -> None:
         """Make writers that name the same thing take turns, until the transaction ends (``rows.Statements``).
@@ -465,7 +580,8 @@ class SqlJournal(Journal):
         return str(row[0]) if row else None
 
     def workflows(self) -> list[WorkflowSummary]:
-        """Every workflow with its counts per state, last activity and live owner."""
+        """Every workflow with its counts per state, last activity and live owner (or the live proxies sharing
+        it)."""
         with self.reading():
             rows = self.execute(
                 "SELECT workflow_id, root_id, parent_id, fork_seq, created_at FROM workflows ORDER BY created_at"
@@ -480,7 +596,9 @@ class SqlJournal(Journal):
             per.setdefault(workflow, {})[CallState(state)] = int(count)
             if latest and latest > last.get(workflow, ""):
                 last[workflow] = latest
-        owners = {root: self.owner(root) for root in {row[1] for row in rows}}
+        roots = {row[1] for row in rows}
+        owners = {root: self.owner(root) for root in roots}
+        sharers = {root: tuple(self.sharers(root)) if owners[root] is None else () for root in roots}
         principals = self.principals()
         return [
             WorkflowSummary(
@@ -493,6 +611,7 @@ class SqlJournal(Journal):
                 last_activity=last.get(row[0]),
                 owner=owners[row[1]],
                 principal=principals.get(row[0], principals.get(row[1])),  # a branch is its root's principal's
+                sharers=sharers[row[1]],
             )
             for row in rows
         ]
@@ -535,8 +654,9 @@ class SqlJournal(Journal):
             record = _record(row)
             if record.state is CallState.PENDING and record.replica is not None and self.replica_alive(record.replica):
                 raise UsageError(
-                    f"call #{seq} of {workflow!r} is in flight on the live gateway replica {record.replica}; "
-                    "wait for its outcome (or stop that replica) before resolving it"
+                    f"call #{seq} of {workflow!r} is in flight on the live replica {record.replica} (a proxy of "
+                    "another session, or a gateway replica); wait for its outcome (or stop that process) before "
+                    "resolving it"
                 )
             if record.state is CallState.COMPLETED and action is not ResolveAction.RELEASED:
                 raise UsageError(

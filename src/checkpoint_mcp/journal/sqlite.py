@@ -6,9 +6,10 @@ a COMPLETED row before the client sees the reply (``--relaxed-completions`` comm
 ``PRAGMA application_id`` and versioned by ``PRAGMA user_version``; a file that is not a Checkpoint journal, is
 damaged, or was written by a newer Checkpoint is refused before anything is written to it.
 
-Ownership of a workflow lineage is an exclusive lock on a small file in ``<journal>.owners/`` (``flock``, or a
-byte-range lock: ``platforms.locks``): the kernel releases it when the owner dies, however it dies, so a crashed
-proxy never has to be cleaned up after.
+Ownership of a workflow lineage is a lock on a small file in ``<journal>.owners/`` (``flock``, or a byte-range
+lock: ``platforms.locks``), exclusive for a proxy that owns it alone, shared by proxies that share it
+(``owner_lock``): the kernel releases it when the owner dies, however it dies, so a crashed proxy never has to be
+cleaned up after.
 
 The journal holds every call's arguments and results, so what it creates is owner-only whatever the umask: the
 file is made 0600 before SQLite opens it (SQLite gives its ``-wal`` and ``-shm`` files the main file's mode), and
@@ -19,25 +20,33 @@ others is the user's choice: it is warned about, never changed. On macOS every s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-import socket
 import sqlite3
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.errors import JournalCorrupt, JournalUnavailable, JournalVersionError, WorkflowOwned
+from checkpoint_mcp.errors import (
+    JournalCorrupt,
+    JournalLost,
+    JournalUnavailable,
+    JournalVersionError,
+    WorkflowOwned,
+    WorkflowShared,
+)
 from checkpoint_mcp.journal import chain, owner_lock
-from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership
+from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, Presence, described
 from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, SQLITE_APPLICATION_ID, schema
-from checkpoint_mcp.journal.sql import Cursor, Group, SqlJournal, merged
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal, merged
 from checkpoint_mcp.platforms import files, locks
 from checkpoint_mcp.platforms.host import HOST
 
@@ -49,6 +58,7 @@ BUSY_TIMEOUT_SECONDS = 5.0  # how long a writer waits for another process's tran
 LOCK_RETRY_SECONDS = 0.5  # an operator's `ls` probes locks for an instant; a starting proxy waits that long
 FILE_MODE = files.FILE_MODE  # the journal, its -wal and -shm, and the ownership locks: they name every call's arguments
 FOLDER_MODE = files.FOLDER_MODE  # <journal>.owners/
+STALE_PRESENCE_SECONDS = 600  # an unheld presence lock this old is a killed replica's: removed at the next start
 HEADS_REMEMBERED = 1024  # chain heads a connection remembers (a proxy writes a handful of chains; an operator's
 # command that touches every workflow, many: past this, forgotten and read again, one SELECT each)
 
@@ -149,18 +159,93 @@ def _open_lock(path: str) -> int:
 
 
 class _FileOwnership(Ownership):
-    def __init__(self, fd: int, path: str) -> None:
+    def __init__(self, fd: int, path: str, root: str, command: str, shared: bool) -> None:
         self._fd: int | None = fd
         self._path = path
+        self._root = root
+        self._command = command
+        self.shared = shared
 
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the lock
             self._fd = None
 
+    def take_alone(self) -> bool:
+        """See ``Ownership.take_alone``: the shared lock converted to an exclusive one, when nobody else holds it
+        (``locks.take_alone``); it can fail only if an exclusive owner came in between a conversion that drops the
+        shared lock first."""
+        if not self.shared:
+            return True
+        assert self._fd is not None
+        try:
+            if not locks.take_alone(self._fd):
+                return False
+        except locks.LockLost:
+            raise JournalLost(
+                f"this proxy lost its share of workflow {self._root!r}: another proxy took it alone"
+            ) from None
+        self.shared = False
+        owner_lock.write_owner(self._fd, self._root, self._command)
+        return True
+
+
+class _FilePresence:
+    """A live replica of an SQLite journal: an exclusive lock of its own (``owner_lock.presence_path``), which
+    names the lineages it shares, removed when it closes."""
+
+    alive = True  # a file lock is the kernel's: it is lost only with the process
+    lost_reason: str | None = None
+
+    def __init__(self, replica_id: str, fd: int, path: str) -> None:
+        self.replica_id = replica_id
+        self._fd: int | None = fd
+        self._path = path
+        self._shares: list[str] = []
+
+    def share(self, root: str) -> None:
+        """Name ``root`` among the lineages this replica shares (``owner_lock.sharers``)."""
+        if self._fd is not None and root not in self._shares:
+            self._shares.append(root)
+            owner_lock.write_owner(self._fd, owner_lock.presence_root(self.replica_id), "checkpoint", self._shares)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._path)  # still held: nobody can take it for a live replica meanwhile
+        os.close(self._fd)  # closing the descriptor drops the lock
+        self._fd = None
+        if HOST.platform == "win32":  # an open file cannot be removed there: it goes once closed
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
+
+
+def _prune_presences(folder: str) -> None:
+    """Remove the presence locks of replicas that died without closing (SIGKILL): unheld, and older than
+    ``STALE_PRESENCE_SECONDS``, so never the lock of a replica that is starting (it takes its lock at once)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if now - os.stat(path).st_mtime < STALE_PRESENCE_SECONDS:
+                continue
+            with open(path, "rb") as handle:
+                text = handle.read(4096)
+            if not json.loads(text or b"{}").get("workflow", "").startswith(owner_lock.PRESENCE):
+                continue
+            if owner_lock.probe(path) is None:
+                os.unlink(path)
+        except (OSError, ValueError, AttributeError):
+            continue
+
 
 class SqliteJournal(SqlJournal):
-    """A journal in one SQLite file; several processes may use it at once, one per workflow lineage."""
+    """A journal in one SQLite file; several processes may use it at once, on one workflow lineage or on many."""
 
     def __init__(self, path: str, *, create: bool = True, audit_key: bytes | None = None) -> None:
         """Open the journal at ``path``, creating it if needed unless ``create`` is False.
@@ -192,6 +277,7 @@ class SqliteJournal(SqlJournal):
         target, uri = (self.path, False) if create else (f"file:{urllib.parse.quote(self.path)}?mode=rw", True)
         self._lowered = False  # the connection is at synchronous=NORMAL, left so by the last relaxed commit
         self._hasty = False  # the connection's busy_timeout is 0, left so by the last ``write_now``
+        self._presence: _FilePresence | None = None  # this process as a replica (``register_replica``)
         self._heads: dict[str, str] = {}  # workflow -> its chain's newest hash, as this connection last wrote it
         self._next_link: int | None = None  # the id the next link takes if no other connection inserts one first
         with _translated(self.path, "open"):
@@ -480,11 +566,12 @@ class SqliteJournal(SqlJournal):
     def _lock_path(self, root: str) -> str:
         return owner_lock.lock_path(self.path, root)
 
-    def acquire(self, root: str, command: str = "checkpoint") -> Ownership:
-        """Take the lock of ``root``'s lineage and write who we are into it.
+    def acquire(self, root: str, command: str = "checkpoint", *, shared: bool = False) -> Ownership:
+        """Take the lock of ``root``'s lineage, exclusive (then write who we are into it) or ``shared``.
 
         Raises:
-            WorkflowOwned: another live process holds it.
+            WorkflowOwned: another live process holds it alone, or (not ``shared``) others share it
+                (``WorkflowShared``).
             JournalUnavailable: the lock file cannot be created.
         """
         path = self._lock_path(root)
@@ -494,25 +581,89 @@ class SqliteJournal(SqlJournal):
         except OSError as exc:
             raise JournalUnavailable(f"cannot create the ownership lock {path}: {exc}") from exc
         deadline = time.monotonic() + LOCK_RETRY_SECONDS
-        while not locks.take(fd, exclusive=True, wait=False):
+        while not locks.take(fd, exclusive=not shared, wait=False):
             if time.monotonic() >= deadline:
                 owner = owner_lock.read_owner(fd)
                 os.close(fd)
+                if not shared and owner_lock.probe(path) is None:  # held, but by sharers only
+                    raise WorkflowShared(root, described(self.sharers(root))) from None
                 raise WorkflowOwned(root, owner.describe() if owner else "starting up") from None
             time.sleep(0.02)
-        info = {
-            "workflow": root,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": utc_now(),
-            "command": command,
-        }
-        locks.write_details(fd, json.dumps(info).encode())
-        return _FileOwnership(fd, path)
+        if not shared:
+            owner_lock.write_owner(fd, root, command)
+        elif self._presence is not None:
+            self._presence.share(root)
+        return _FileOwnership(fd, path, root, command, shared)
+
+    def register_replica(self, on_commit: Callable[[], None] | None = None) -> Presence:
+        """See ``Journal.register_replica``: an exclusive lock of this process's own (``owner_lock.presence_path``);
+        the stale locks of replicas that were killed are removed first. ``on_commit`` is not called: SQLite tells no
+        process of another's commits.
+
+        Raises:
+            JournalUnavailable: the lock cannot be created.
+        """
+        _prune_presences(self.owners_dir)
+        replica_id = uuid.uuid4().hex[:16]
+        path = owner_lock.presence_path(self.path, replica_id)
+        try:
+            files.make_owner_only_folder(self.owners_dir)
+            fd = _open_lock(path)
+        except OSError as exc:
+            raise JournalUnavailable(f"cannot create the presence lock {path}: {exc}") from exc
+        try:
+            taken = locks.take(fd, exclusive=True, wait=False)  # a name of its own: nobody else takes it
+        except OSError as exc:
+            os.close(fd)
+            raise JournalUnavailable(f"cannot lock the presence lock {path}: {exc}") from exc
+        if not taken:
+            os.close(fd)
+            raise JournalUnavailable(f"the presence lock {path} is held by another process")
+        owner_lock.write_owner(fd, owner_lock.presence_root(replica_id), "checkpoint", [])
+        self.replica_id = replica_id
+        self._presence = _FilePresence(replica_id, fd, path)
+        return self._presence
+
+    def replica_alive(self, replica_id: str) -> bool:
+        """True while the replica ``replica_id`` holds its presence lock (``owner_lock.probe``)."""
+        if replica_id == self.replica_id:
+            return True
+        return owner_lock.probe(owner_lock.presence_path(self.path, replica_id)) is not None
+
+    def _met_a_lock(self, exc: JournalUnavailable) -> bool:
+        """Whether ``exc`` is SQLite's "database is locked": another connection holds the write lock."""
+        return _busy(exc)
+
+    def _take_block(self, workflow: str, size: int, *, wait: bool) -> int | None:
+        """One step of ``workflow``'s shared counter by ``size`` past every sequence it holds (``sequences``): its own
+        write transaction, not synced (a reservation from the block that commits later syncs it, the WAL being in
+        order; a step lost in a crash of the machine is only taken again); ``wait``: at the busy timeout, else
+        failing at once ("locked") where another connection holds the write lock."""
+        con = self._con
+        with _translated(self.path, "allocate a sequence in"):
+            if wait:
+                self._patient()
+            elif not self._hasty:
+                con.execute("PRAGMA busy_timeout = 0")
+                self._hasty = True
+            self._synced(False)
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                row = con.execute(TAKE_BLOCK, (workflow, size, workflow)).fetchone()
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        return int(row[0]) if row else None
 
     def owner(self, root: str) -> OwnerInfo | None:
         """The live owner of ``root``'s lineage (``owner_lock.probe``)."""
         return owner_lock.probe(self._lock_path(root))
+
+    def sharers(self, root: str) -> list[OwnerInfo]:
+        """The live proxies whose presence names ``root``'s lineage (``owner_lock.sharers``)."""
+        return owner_lock.sharers(self.path, root)
 
     def write_now(self, batches: Sequence[Batch]) -> bool:
         """Commit here unless another connection holds the write lock (then False, nothing written): a local
@@ -537,9 +688,10 @@ class SqliteJournal(SqlJournal):
         return True
 
     def reopening(self) -> tuple[str, bytes | None, str | None]:
-        """This file, and the audit key (no replicas on SQLite)."""
-        return self.path, self.audit_key, None
+        """This file, the audit key, and this process's replica identity (if it registered one)."""
+        return self.path, self.audit_key, self.replica_id
 
     def close(self) -> None:
-        """Close the connection."""
+        """Give back the sequences held ahead, and close the connection."""
+        self.give_back()
         self._con.close()

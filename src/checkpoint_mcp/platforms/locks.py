@@ -10,7 +10,9 @@
   cannot be locked this way: ``holding_folder`` locks a file named for it in the user's state folder.
 
 A shared lock excludes only an exclusive one: a probe takes a shared lock, without waiting, to learn whether
-someone holds the exclusive one (``take`` answers False), and drops it at once.
+someone holds the exclusive one (``take`` answers False), and drops it at once. A shared lock becomes exclusive
+with ``take_alone``: atomically with open file description locks; ``flock`` and ``LockFileEx`` drop the shared lock
+first, so a refused conversion takes it again.
 """
 
 from __future__ import annotations
@@ -41,6 +43,30 @@ def take(fd: int, *, exclusive: bool, wait: bool) -> bool:
     if HOST.locks is Locks.RANGE:
         return _take_range(fd, exclusive, wait)
     return _flock(fd, exclusive, wait)
+
+
+class LockLost(OSError):
+    """A shared lock dropped to become exclusive could not be taken again: another took the file alone meanwhile."""
+
+
+def take_alone(fd: int) -> bool:
+    """Turn the shared lock this open file holds into an exclusive one, without waiting; False when another open
+    file holds a lock too (the shared lock is kept).
+
+    Raises:
+        LockLost: the shared lock was dropped for the attempt (``flock``, ``LockFileEx``) and another took the file
+            alone before it could be taken again.
+        OSError: the lock cannot be changed for another reason.
+    """
+    if HOST.locks is Locks.RANGE and sys.platform != "win32":
+        return _take_range(fd, True, False)  # F_OFD_SETLK replaces the read lock atomically, or leaves it
+    if HOST.locks is Locks.RANGE:
+        _release_range(fd)  # LockFileEx cannot convert a lock: it is given up, then asked for again
+    if take(fd, exclusive=True, wait=False):
+        return True
+    if not take(fd, exclusive=False, wait=False):
+        raise LockLost(f"the shared lock on file descriptor {fd} was lost to an exclusive one")
+    return False
 
 
 def release(fd: int) -> None:

@@ -1,4 +1,4 @@
-"""Run one proxy process: open the journal, own the workflow, protect stdout, start the relay."""
+"""Run one proxy process: open the journal, claim the workflow (shared, or alone), protect stdout, start the relay."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import IO
 
+from checkpoint_mcp.client_process import client_of_this_process
 from checkpoint_mcp.config import audit_key
 from checkpoint_mcp.errors import UpstreamError
 from checkpoint_mcp.intercept.proxy_config import ProxyConfig
 from checkpoint_mcp.journal import default_workflow_id, is_postgres_url, open_journal
-from checkpoint_mcp.journal.base import Journal, Lineage
+from checkpoint_mcp.journal.base import Journal, Lineage, Ownership
 from checkpoint_mcp.platforms.commands import shell_name
 from checkpoint_mcp.telemetry import from_environ, peer
 from checkpoint_mcp.upstream.base import Upstream
@@ -40,31 +41,38 @@ def run_proxy(config: ProxyConfig) -> int:
     """Serve one client until it or the upstream leaves; the process exit code.
 
     Raises:
-        JournalError: the journal cannot be opened, or another live proxy owns the workflow
-            (both before the upstream is started).
+        JournalError: the journal cannot be opened, or another live proxy owns the workflow alone (or, with
+            ``--replay-from-start``, others share it): both before the upstream is started.
     """
     with ExitStack() as stack:
         journal: Journal | None = None
         lineage: Lineage | None = None
+        ownership: Ownership | None = None
         if config.journal is not None:
             journal = open_journal(config.journal, audit_key=audit_key(config.audit_key_env))
             stack.callback(journal.close)
             root = config.workflow_id or default_workflow_id(config.journal)
-            stack.callback(journal.acquire(root).release)
+            ownership = _own(journal, root, stack, alone=config.replay_from_start)
             lineage = journal.lineage(root)
-            logger.info("journal %s, workflow %r (writing to %r)", journal.location, root, lineage.head)
+            how = "shared" if ownership.shared else "alone"
+            logger.info("journal %s, workflow %r (%s; writing to %r)", journal.location, root, how, lineage.head)
         elif config.workflow_id is not None or config.replay_from_start or config.policy is not None:
             logger.warning("--workflow-id, --replay-from-start and --policy have no effect without --journal")
         upstream = _upstream(config)
         from checkpoint_mcp.intercept.traced import traced
+        from checkpoint_mcp.intercept.workflow import Workflow
         from checkpoint_mcp.proxy.relay import Relay
+
+        workflow = None
+        if journal is not None and lineage is not None:
+            workflow = Workflow(journal, lineage, replay_from_start=config.replay_from_start, ownership=ownership)
 
         # Imported only when the OTEL_* variables ask for it (after the child started: its start-up overlaps).
         tracer = from_environ(os.environ)
         stack.callback(tracer.shutdown)  # the spans of the last calls are exported before the process ends
         url = config.remote.url if config.remote is not None else None
         trace = tracer.session(peer("pipe", url), journaled=journal is not None, redact_args=config.redact_args)
-        interceptor = traced(trace, config, journal, lineage)
+        interceptor = traced(trace, config, journal, lineage, workflow, client=client_of_this_process())
         if config.remote is not None:
             from checkpoint_mcp.upstream.http.remote import RemoteUpstream
 
@@ -82,6 +90,26 @@ def run_proxy(config: ProxyConfig) -> int:
         relay = Relay(upstream, interceptor, client_in, client_out, committer)
         with asyncio.Runner(loop_factory=_loop_factory(config)) as runner:
             return runner.run(relay.run())
+
+
+def _own(journal: Journal, root: str, stack: ExitStack, *, alone: bool) -> Ownership:
+    """This proxy's claim on the workflow ``root``, released with ``stack``: alone when it numbers its calls from
+    the start (``--replay-from-start``), else shared with the other sessions of the project, as a replica of the
+    journal whose calls are in flight while it lives (docs/sessions.md).
+
+    Raises:
+        JournalError: the journal cannot be locked, or another live proxy owns the workflow alone (or, ``alone``,
+            others share it).
+    """
+    if alone:
+        ownership = journal.acquire(root)
+        stack.callback(ownership.release)
+        return ownership
+    presence = journal.register_replica()
+    stack.callback(presence.close)
+    ownership = journal.acquire(root, shared=True)
+    stack.callback(ownership.release)
+    return ownership
 
 
 def _loop_factory(config: ProxyConfig) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -14,7 +14,9 @@ It comes after "Since this checkpoint", only when there is something to say, in 
   grouped (``send_email ×3``), so the agent does not redo next steps that already happened (a call that a sub-rule
   of its tool's policy decided names the rule: which kind of command it was); calls a live proxy is still waiting
   for are named too, and so are calls sent again that a tool policy caught;
-* **Failed**: calls the upstream said did not do their work (a JSON-RPC error, or a tool error): safe to retry;
+* **Failed**: calls the server answered with an error (a JSON-RPC error, or a tool error): it reported a failure,
+  which does not prove it did nothing (a partial send, a timeout inside the server), so the brief says so; a retry
+  runs, and the agent checks first;
 * **Also ran**: calls whose repeats their tool policy lets run (clicks, checkouts, a local world the agent can
   see), counted per tool with the first and the last, so that many of them never push the calls above out;
 * **Refused by a limit or budget**: calls that did not run, and when the next may;
@@ -162,13 +164,19 @@ def _approval_lines(found: Sequence[WorkflowDigest], several: bool) -> list[str]
     return shown
 
 
+FAILED_HEADING: Final = (
+    "### Failed: the server reported an error; it may still have acted (a partial send, a timeout inside it), so "
+    "check what it did before sending again: a retry runs"
+)
+
+
 @dataclass(frozen=True)
 class _Group:
     calls: tuple[Call, ...]
 
     def line(self, suffix: str) -> str:
         first, last = self.calls[0], self.calls[-1]
-        mark = "✓" if not first.failed else "✗ tool error" if first.tool_error else "✗ failed"
+        mark = "✓" if not first.failed else "✗ failed (tool error)" if first.tool_error else "✗ failed"
         if len(self.calls) == 1:
             when = f"{_when(first.finished_at)}{_sub_rule(first)}"
             return f"- #{first.seq} {code(first.tool)} {_arguments(first)} {mark} {when}{suffix}"
@@ -289,10 +297,8 @@ def section(found: Sequence[WorkflowDigest], limit: int = EFFECTS_MAX_CHARS, *, 
         ]
         if digest.in_flight:
             calls = ", ".join(f"#{c.seq} {code(c.tool)}" for c in digest.in_flight)
-            flying.append(
-                f"- In flight now, a live proxy ({digest.owner}) waits for the answer, do not send again: "
-                f"{calls}{suffix}"
-            )
+            who = f"a live proxy ({digest.owner})" if digest.owner else "a live proxy of another session"
+            flying.append(f"- In flight now, {who} waits for the answer, do not send again: {calls}{suffix}")
         groups = _groups(digest.done)
         done += [
             (group.line(suffix), len(group.calls), group.calls[0].tool) for group in groups if not group.calls[0].failed
@@ -392,7 +398,7 @@ def _render(
         lines += [line for line, _, _ in done]
         lines += flying
     if tail.failed:
-        lines.append("### Failed: the upstream said these did not do their work, so they are safe to retry")
+        lines.append(FAILED_HEADING)
         lines += tail.failed
     if tail.ran:
         lines.append(

@@ -222,14 +222,21 @@ class Setup:
 NONE: Final = Setup()
 
 
-def mark_session_start(setup: Setup, source: str) -> None:
-    """Record that the agent's client starts a session (``source``) in each of the project's journals; a journal
-    that cannot take it now is skipped with a warning on stderr (the brief never fails for it)."""
+def mark_session_start(setup: Setup, source: str, session_id: str | None = None) -> None:
+    """Record that the agent's client starts a session (``source``; ``session_id``: the client's own id of it) in
+    each of the project's journals, under the client processes this hook runs under (``client_process``: a start
+    marks only that client session's proxies); a journal that cannot take it now is skipped with a warning on stderr
+    (the brief never fails for it)."""
+    from checkpoint_mcp.client_process import ancestors_of_this_process
     from checkpoint_mcp.journal import session_starts
 
+    clients = ancestors_of_this_process()
+    detail: dict[str, object] = {"pid": os.getpid()}
+    if session_id is not None:
+        detail["session"] = session_id
     shown = {journaled.location: journaled.shown for journaled in setup.journals}
     for location, name in shown.items():
-        why = session_starts.record(location, source, {"pid": os.getpid()})
+        why = session_starts.record(location, source, detail, clients)
         if why is not None:
             logger.warning("could not record the session start in %s: %s", name, why)
 

@@ -226,14 +226,16 @@ def brief_text(
     journal_specs: Sequence[JournalSpec] = (),
     session_start: str | None = None,
     hook_format: str = "claude",
+    session_id: str | None = None,
 ) -> str:
     """What ``checkpoint brief`` prints: the brief (or full JSON), optionally wrapped as session-start hook output
     in the JSON of ``hook_format`` (``render.HOOK_FORMATS``).
 
     The journals are ``journal_specs``, else ``CHECKPOINT_JOURNAL``, else the project's ``.mcp.json``.
     ``session_start``: the agent's client is starting a session (its source: ``startup``, ``resume``, ``clear``,
-    ``compact``, ``unknown``), which is recorded in each journal first (``journal/session_starts.py``): a repeat of
-    a call from before it is the resumed agent's, even where the proxy lives on.
+    ``compact``, ``new``, ``unknown``; ``session_id``: the client's id of it), which is recorded in each journal
+    first, under the client session this runs in (``journal/session_starts.py``): a repeat of a call from before it
+    is the resumed agent's, even where that session's proxies live on.
 
     Raises:
         ProjectRootError: the project root is not an absolute path to an existing directory.
@@ -242,7 +244,7 @@ def brief_text(
     root = resolve_root(project_root, environ=environ, cwd=cwd, argument_label="--project-root")
     setup = journals.configured(journal_specs, root=root.path, environ=environ, cwd=cwd)
     if session_start is not None:
-        journals.mark_session_start(setup, session_start)
+        journals.mark_session_start(setup, session_start, session_id)
     outcome = load(root, output=output, setup=setup)
     return render.session_start_hook(outcome.text, hook_format) if hook else outcome.text
 

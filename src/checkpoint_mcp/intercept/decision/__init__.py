@@ -16,22 +16,24 @@ once (``tests/intercept/test_checks.py`` pins it). A check looks at the call (``
 looked up once, a sub-rule chosen by its arguments where its tool has some) and what the journal and this process
 know of its situation (``facts.Facts``), and returns a verdict that ends the decision, a requirement for the
 journal to test inside the transaction that reserves the call, a note to keep with it, or nothing (``verdicts``).
-It does no I/O of its own and writes nothing. When no check ends the decision, the call is reserved under the
-requirements collected, in order (``Workflow.reserve``): in the open unit of work when there are none, else in one
-durable transaction (``Journal.reserve``); the first requirement that does not hold goes back to the check that
-asked for it (``unmet``), which says what the call gets.
+It does no I/O of its own and writes nothing. When no check ends the decision, the interceptor reserves the call
+under the requirements collected, in order (``Workflow.reserve``): in the open unit of work when there are none,
+else in one durable transaction (``Journal.reserve``); the first requirement that does not hold goes back to the
+check that asked for it (``unmet``), which says what the call gets.
 
 Adding a check: write a class with ``check(call, facts) -> Step`` (and ``unmet(call, facts, unmet) -> Verdict``
 if it returns a ``Require``), give its rule a policy key (``policy/grammar.py``, ``policy/rules.py``), and add one
 line to ``CHECKS`` where it belongs: a check sees a call only if every check before it let it through, and its
 requirement is tested after theirs.
 
-``workflow.Workflow`` is what one process knows of a workflow's calls (where they go, which run here), which the
-checks read through the facts and the reservation changes.
+What one process knows of a workflow's calls (where they go, which run here, which await input) is the interceptor's
+``Workflow`` (``intercept/workflow.py``): it places the call before the checks run, the checks read it through the
+facts (``KnownCalls``) and never change it, and the interceptor applies what the decision says after it: the
+reservation, a fork (``Decision.fork``), a continued call (``Continue``).
 
 May import: ``policy/``, ``journal/`` (its vocabulary and reports), ``errors``, ``refusals``, ``clock``,
-``signature``, ``difference``, ``wire``; ``settle_rules`` of the interceptor's room. Never the interceptor, the
-lines it writes (``answers``), a pump or a transport.
+``signature``, ``difference``, ``wire``; ``settle_rules`` of the interceptor's room. Never the interceptor, its
+``workflow``, the lines it writes (``answers``), a pump or a transport.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from checkpoint_mcp.intercept.decision.journaled import JournaledCheck
 from checkpoint_mcp.intercept.decision.metering import BudgetCheck, LimitCheck
 from checkpoint_mcp.intercept.decision.repeat import RepeatCheck
 from checkpoint_mcp.intercept.decision.verdicts import Fork, Note, Require, Step, Verdict
+from checkpoint_mcp.journal.base import Lineage
 from checkpoint_mcp.journal.conditions import Condition, Unmet
 
 
@@ -79,11 +82,13 @@ CHECKS: tuple[Check, ...] = (
 
 class Decision(NamedTuple):
     """What the checks said of a call: a verdict; or (``verdict`` None) reserve it under ``required``, in order,
-    keeping ``notes`` with it."""
+    keeping ``notes`` with it. ``fork``: the branch the call diverged to (``--on-divergence fork``), which the
+    interceptor records whatever the verdict."""
 
     verdict: Verdict | None
     required: tuple[tuple[Requiring, Condition], ...] = ()
     notes: tuple[Note, ...] = ()
+    fork: Lineage | None = None
 
     def unmet(self, call: Call, facts: Facts, unmet: Unmet) -> Verdict:
         """What the call gets when the reservation found ``unmet``: the word of the check that required it."""
@@ -102,6 +107,7 @@ def decide(call: Call, facts: Facts, checks: tuple[Check, ...] = CHECKS) -> Deci
     """
     required: list[tuple[Requiring, Condition]] = []
     notes: list[Note] = []
+    fork: Lineage | None = None
     for check in checks:
         step = check.check(call, facts)
         if step is None:
@@ -114,10 +120,10 @@ def decide(call: Call, facts: Facts, checks: tuple[Check, ...] = CHECKS) -> Deci
         elif isinstance(step, Note):
             notes.append(step)
         elif isinstance(step, Fork):
-            facts.fork(step.record)
+            fork = facts.fork(step.record)
         else:
-            return Decision(step)
-    return Decision(None, tuple(required), tuple(notes))
+            return Decision(step, fork=fork)
+    return Decision(None, tuple(required), tuple(notes), fork)
 
 
 __all__ = ["CHECKS", "Call", "Check", "Decision", "Facts", "Requiring", "decide"]

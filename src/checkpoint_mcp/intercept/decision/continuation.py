@@ -18,11 +18,11 @@ class ContinuationCheck:
             return None
         candidates = [
             waiting
-            for waiting in facts.workflow.awaiting
+            for waiting in facts.known.awaiting
             if waiting.claimed.signature == call.signature and (call.seq is None or waiting.claimed.seq == call.seq)
         ]
         if not candidates:
             return None
         state = call.request_state
         exact = [waiting for waiting in candidates if state is not None and waiting.request_state == state]
-        return Continue(facts.workflow.continued((exact or candidates)[0]))
+        return Continue((exact or candidates)[0])

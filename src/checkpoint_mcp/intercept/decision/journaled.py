@@ -50,6 +50,8 @@ def _no_row(call: Call, facts: Facts) -> Step:
     """Nothing is journaled at the call's place: a call reserved here and not yet committed, a place `gc`
     collected, or (nothing to say) a fresh one."""
     place = facts.place
+    if place.seq is None:  # a fresh sequence of the shared counter: nothing can be there
+        return None
     workflow, seq = place.lineage.branch_at(place.seq).workflow, place.seq
     if facts.running(workflow, seq) is not None:
         return in_flight_here(facts, workflow, seq, call.name)

@@ -49,8 +49,8 @@ def scope_key(scope: Scope, facts: Facts, part: str | None = None) -> str:
     the sub-rule whose own limit or budget it is, whose calls are counted apart from the tool's others."""
     if scope is Scope.JOURNAL:
         key = "journal"
-    elif scope is Scope.PRINCIPAL and facts.workflow.principal is not None:
-        key = f"principal:{facts.workflow.principal}"
+    elif scope is Scope.PRINCIPAL and facts.known.principal is not None:
+        key = f"principal:{facts.known.principal}"
     else:
         key = f"workflow:{facts.place.lineage.root}"
     return key if part is None else f"{key} when:{part}"

@@ -2,8 +2,8 @@
 flight, or a call in doubt (settled by its tool's policy where it can be, else refused).
 
 Whichever check meets the row (at the call's sequence or key, or as the call's repeat by content) asks here, so
-that "in flight" and "in doubt" mean the same everywhere: in flight while this process or a live gateway replica
-runs it, in doubt once no live process does.
+that "in flight" and "in doubt" mean the same everywhere: in flight while this process or a live replica (another
+session's proxy sharing the workflow, a gateway replica) runs it, in doubt once no live process does.
 """
 
 from __future__ import annotations

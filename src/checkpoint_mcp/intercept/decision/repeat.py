@@ -17,7 +17,10 @@ PENDING one, else the newest that did not do its work); what it says, and what t
   (settled by the tool's policy where it can be, else refused): never run again.
 * It did not do its work (FAILED, or a tool error): the call runs again, at a new sequence.
 * Under ``within_session = "run"``, a repeat of a call this client session was answered, with no loss of memory
-  since (``session.py``), is the agent's own deliberate repeat: it runs, unrecorded.
+  since (``memory.py``), is the agent's own deliberate repeat: it runs, unrecorded, where the client says where its
+  sessions begin (its session-start hook records them). Where it never has (Claude Desktop, a hook switched off),
+  the proxy cannot tell this session's repeat from the next session's: it asks, as ``confirm`` does (refused once
+  with what ran, when and its result; the same call sent again runs), never running it silently, never blocking it.
 
 Each caught repeat leaves an event of kind ``repeat`` on the original's workflow, so ``checkpoint journal show``, the
 pages, ``export`` and the resume brief show it; its detail holds the tool, both calls' signatures (and the identity,
@@ -101,7 +104,9 @@ class RepeatCheck:
                 return Require(NoRepeat(facts.since), ran)
             return ran[0] if ran else None
         if rule.within_session is WithinSession.RUN and facts.in_session(found):
-            return None  # the agent's own repeat of a call it was answered in this session: it runs
+            if facts.boundary_known:
+                return None  # the agent's own repeat of a call it was answered in this session: it runs
+            return _confirmed_or_asked(found, call, facts, session_unknown=True)  # which session? ask once
         return _caught(found, call, facts)
 
 
@@ -121,15 +126,24 @@ def _caught(found: CallRecord, call: Call, facts: Facts) -> Step:
     refused."""
     rule = call.rule
     if rule.repeat is Repeat.CONFIRM:
-        if _confirms(facts.newest_repeat(found), rule):
-            confirmed = note(found, rule, Action.CONFIRMED, call)
-            if facts.shared:  # linked in the reservation, only while the original still asks for it
-                return Require(NoRepeat(facts.since, confirming=_event(confirmed)))
-            return confirmed
-        return Refuse(refusal(found, call, facts), (note(found, rule, Action.CONFIRM_ASKED, call),))
+        return _confirmed_or_asked(found, call, facts)
     if rule.repeat is Repeat.REPLAY:
         return Reply(found, True, (note(found, rule, Action.REPLAYED, call),))
     return Refuse(refusal(found, call, facts), (note(found, rule, Action.REFUSED, call),))
+
+
+def _confirmed_or_asked(found: CallRecord, call: Call, facts: Facts, *, session_unknown: bool = False) -> Step:
+    """The confirm behaviour: the same call sent again within ``confirm_within`` of the refusal that asked runs
+    (once); else it is refused, saying what ran, when, its result, and that sending it again runs it.
+    ``session_unknown``: a repeat within one proxy of a client that does not say where its sessions begin."""
+    rule = call.rule
+    if _confirms(facts.newest_repeat(found), rule):
+        confirmed = note(found, rule, Action.CONFIRMED, call, session_unknown)
+        if facts.shared:  # linked in the reservation, only while the original still asks for it
+            return Require(NoRepeat(facts.since, confirming=_event(confirmed)))
+        return confirmed
+    asked = note(found, rule, Action.CONFIRM_ASKED, call, session_unknown)
+    return Refuse(refusal(found, call, facts, confirm=True, session_unknown=session_unknown), (asked,))
 
 
 def _catches_completed(rule: ToolRule) -> bool:
@@ -146,8 +160,9 @@ def _confirms(newest: tuple[dict[str, Any], str] | None, rule: ToolRule) -> bool
     return detail.get("action") == CONFIRM_ASKED and at >= iso_before(rule.confirm_seconds)
 
 
-def note(found: CallRecord, rule: ToolRule, action: Action, call: Call) -> Note:
-    """The audit record of a caught repeat, on the original's chain."""
+def note(found: CallRecord, rule: ToolRule, action: Action, call: Call, session_unknown: bool = False) -> Note:
+    """The audit record of a caught repeat, on the original's chain (``session_unknown``: asked about because the
+    client does not say where its sessions begin)."""
     detail: dict[str, Any] = {
         "action": action.value,
         "tool": found.tool,
@@ -161,6 +176,8 @@ def note(found: CallRecord, rule: ToolRule, action: Action, call: Call) -> Note:
         detail["identity"] = call.identity
     if action in (Action.CONFIRM_ASKED, Action.CONFIRMED):
         detail["confirmWithin"] = duration_text(rule.confirm_seconds)
+    if session_unknown:
+        detail["session"] = "unknown"
     return Note(found.workflow, EVENT_KIND, found.seq, detail)
 
 
@@ -169,9 +186,14 @@ def _event(queued: Note) -> Event:
     return Event(queued.workflow, queued.kind, queued.seq, chain.canonical_text(queued.detail), utc_now())
 
 
-def refusal(found: CallRecord, call: Call, facts: Facts) -> RepeatRefused:
-    """``RepeatRefused`` for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"`` or ``"confirm"``."""
+def refusal(
+    found: CallRecord, call: Call, facts: Facts, *, confirm: bool | None = None, session_unknown: bool = False
+) -> RepeatRefused:
+    """``RepeatRefused`` for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"`` or ``"confirm"``
+    (``confirm``: whatever the rule says, the refusal that asks for a confirmation; ``session_unknown``: because the
+    client does not say where its sessions begin)."""
     rule = call.rule
+    asks = rule.repeat is Repeat.CONFIRM if confirm is None else confirm
     return RepeatRefused(
         workflow=found.workflow,
         seq=found.seq,
@@ -184,7 +206,8 @@ def refusal(found: CallRecord, call: Call, facts: Facts) -> RepeatRefused:
         rule=rule.source,
         commands=facts.commands(found.workflow, found.seq),
         differences=differences(found, call, facts.redact),
-        confirm_within=duration_text(rule.confirm_seconds) if rule.repeat is Repeat.CONFIRM else None,
+        confirm_within=duration_text(rule.confirm_seconds) if asks else None,
+        session_unknown=session_unknown,
     )
 
 

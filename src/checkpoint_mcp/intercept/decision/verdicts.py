@@ -84,10 +84,18 @@ class Claimed(NamedTuple):
     approval: int | None = None  # the approval it runs on (a tool under ``approve``): its result's _meta says so
 
 
-class Continue(NamedTuple):
-    """A 2026-07-28 retry answering the input its first round asked for: the same journal entry goes on."""
+class AwaitingInput(NamedTuple):
+    """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
 
     claimed: Claimed
+    request_state: str | None
+
+
+class Continue(NamedTuple):
+    """A 2026-07-28 retry answering the input its first round asked for: the same journal entry goes on (the
+    interceptor takes it off the workflow's awaiting calls, after the decision)."""
+
+    awaiting: AwaitingInput
 
 
 class AskApproval(NamedTuple):

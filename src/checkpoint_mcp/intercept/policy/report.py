@@ -214,7 +214,14 @@ def _repeats_and_limits(rule: ToolRule, hinted: bool) -> dict[str, Any]:
         caught = rule.repeat is not Repeat.ALLOW and not rule.idempotent
         across = _CAUGHT[rule.repeat] if caught else "runs"
         row["acrossSessions"] = across
-        row["withinSession"] = "runs" if rule.within_session is WithinSession.RUN or not caught else across
+        within = across
+        if not caught:
+            within = "runs"
+        elif rule.within_session is WithinSession.RUN:
+            # Where the client marks its sessions; where it never has (Claude Desktop, a hook switched off) the
+            # proxy cannot tell one session from the next and asks (docs/sessions.md).
+            within = "runs (where the client does not mark its sessions: asks once, runs when sent again)"
+        row["withinSession"] = within
     if rule.limit is not None:
         limit = rule.limit
         row["limit"] = {"calls": limit.calls, "perSeconds": limit.per_seconds, "scope": limit.scope.value}

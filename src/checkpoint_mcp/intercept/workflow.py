@@ -1,51 +1,34 @@
-"""What one process knows of a workflow's calls, shared by every interceptor that journals to it.
+"""What one process knows of a workflow's calls, shared by every interceptor that journals to it; the interceptor's
+state beside its decision.
 
 Where new calls go (the lineage, which a fork moves to a new branch, and the cursor that gives a call without a
-sequence its own), which calls run here (reserved and not yet finished: no row shows a call another gateway
-session reserved until its unit commits), and which 2026-07-28 calls await their client's input. The decision
-(``decision/``) reads it through ``Facts``; the interceptor changes it as calls are reserved, answered and
-committed. A gateway's sessions of one workflow share one ``Workflow``, so their calls take distinct sequences
-and see each other in flight.
+sequence its own, or, where the workflow is shared, the journal's shared counter), which calls run here (reserved and
+not yet finished: no row shows a call another gateway session reserved until its unit commits), and which 2026-07-28
+calls await their client's input. It places a call before the decision; the checks (``decision/``) read it through
+``Facts`` as ``KnownCalls`` and never change it; the interceptor changes it with what the decision said (the
+reservation, a fork, a continued call) and as calls are answered and committed. A gateway's sessions of one workflow
+share one ``Workflow``, so their calls take distinct sequences and see each other in flight.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 from checkpoint_mcp import debug
 from checkpoint_mcp.errors import JournalError
 from checkpoint_mcp.intercept.decision.call import KEY_META, SEQ_META, Call
-from checkpoint_mcp.intercept.decision.verdicts import Claimed, Note
+from checkpoint_mcp.intercept.decision.facts import Place
+from checkpoint_mcp.intercept.decision.verdicts import AwaitingInput, Claimed, Note
 from checkpoint_mcp.intercept.policy import Repeat
-from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_SEQ, Journal, Lineage, UnitOfWork
+from checkpoint_mcp.journal.base import MAX_CLIENT_SEQ, MAX_SEQ, Journal, Lineage, Ownership, UnitOfWork
 from checkpoint_mcp.journal.conditions import Condition, NewCall, Reserved, Unmet
 from checkpoint_mcp.journal.records import CallRecord
-from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed
+from checkpoint_mcp.refusals import InvalidCallParams, JournalWriteFailed, WorkflowSharedRefusal
 from checkpoint_mcp.wire import dumps
 
 logger = logging.getLogger(__name__)
-
-
-class Place(NamedTuple):
-    """Where a call goes: its sequence in the lineage, and the row that counts there."""
-
-    lineage: Lineage
-    seq: int
-    row: CallRecord | None  # by the call's key, or at its sequence
-
-    @property
-    def collected(self) -> bool:
-        """True when no row counts here because `checkpoint journal gc` removed finished rows up to here."""
-        return self.row is None and self.seq <= self.lineage.branch_at(self.seq).collected_through
-
-
-class AwaitingInput(NamedTuple):
-    """A 2026-07-28 call that answered ``input_required``: its retry continues the same journal entry."""
-
-    claimed: Claimed
-    request_state: str | None
 
 
 class Workflow:
@@ -59,13 +42,18 @@ class Workflow:
         replay_from_start: bool = False,
         join_timeout: float | None = None,
         principal: str | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         """``join_timeout``: a call matching one in flight here (same sequence or key, same signature) joins it for
         up to that many seconds (`checkpoint serve`); None: it is refused as in flight (the stdio proxy).
-        ``principal``: whose every call of this workflow is (`checkpoint serve --issuer`); None: nobody's."""
+        ``principal``: whose every call of this workflow is (`checkpoint serve --issuer`); None: nobody's.
+        ``ownership``: the stdio proxy's claim on the workflow: while it is shared, calls take their sequences from
+        the workflow's shared counter, and the first call that names its sequence makes it exclusive or is refused
+        (docs/sessions.md); None (the gateway): the workflow is shared where the journal has replicas."""
         self.journal = journal
         self.join_timeout = join_timeout
         self.principal = principal
+        self._ownership = ownership
         self._lineage = lineage
         self._committed_lineage = lineage
         # Rows above the clients' range (written by an older Checkpoint, which accepted any 64-bit sequence)
@@ -77,6 +65,8 @@ class Workflow:
         self._fresh_from = highest + 1
         self.awaiting: list[AwaitingInput] = []
         self.running: dict[tuple[str, int], str] = {}  # (workflow, seq) -> signature, until its outcome commits
+        if self.sharing:
+            journal.ready_seq(lineage.head)
 
     @property
     def lineage(self) -> Lineage:
@@ -89,21 +79,32 @@ class Workflow:
         return self._cursor
 
     @property
+    def sharing(self) -> bool:
+        """True while other live processes may write this workflow's calls too (replicas, or proxies whose calls are
+        identified by content): sequences come from the shared counter."""
+        if self._ownership is not None:
+            return self._ownership.shared
+        return self.journal.replica_id is not None
+
+    @property
     def shared(self) -> bool:
-        """True where replicas share the journal and this workflow's lineage is committed: a decision that read the
-        journal must be tested again inside the reservation (another replica may have written meanwhile)."""
-        return self.journal.replica_id is not None and self._lineage == self._committed_lineage
+        """True where the workflow is shared and its lineage is committed: a decision that read the journal must be
+        tested again inside the reservation (another process may have written meanwhile)."""
+        return self.sharing and self._lineage == self._committed_lineage
 
     # ---- placing ----------------------------------------------------------------------------------------------
 
     def place(self, call: Call, unit: UnitOfWork) -> Place:
-        """Where ``call`` goes: its key's row, its sequence, or a fresh one (the cursor's next, taken only if the call
-        is reserved; replicas take one from the workflow's shared counter), and the row that counts there.
+        """Where ``call`` goes: its key's row, its sequence, or a fresh one (the cursor's next; where the workflow is
+        shared, the next of its shared counter), taken only if the call is reserved, and the row that counts there.
 
         Raises:
             InvalidCallParams: the key is journaled at another sequence than the one named, or no sequence is left.
+            WorkflowSharedRefusal: the call names its sequence, and other live proxies share the workflow.
             JournalError: the journal could not be read.
         """
+        if call.seq is not None and self._ownership is not None and self._ownership.shared:
+            self._own_alone(call)
         lineage = self._lineage
         if call.key is not None:
             record = unit.read_key(lineage, call.key)
@@ -119,9 +120,8 @@ class Workflow:
         if call.seq is not None:
             self._cursor = max(self._cursor, call.seq + 1)
             return Place(lineage, call.seq, unit.read(lineage, call.seq))
-        shared = self.journal.allocate_seq(lineage.head)  # replicas share a counter; None: the cursor decides
-        if shared is not None:
-            return Place(lineage, shared, None)
+        if self.sharing:
+            return Place(lineage, None, None)  # a sequence no other process holds: taken when reserved
         seq = self._cursor
         if seq > MAX_SEQ:
             raise InvalidCallParams(
@@ -134,16 +134,35 @@ class Workflow:
             self._cursor = seq + 1  # a journaled step, replayed or refused: the next call takes the next one
         return Place(lineage, seq, record)
 
-    def fork(self, unit: UnitOfWork, seq: int) -> Place:
-        """Start a branch of the lineage at ``seq`` (created when ``unit`` commits); where the call goes now."""
-        parent = self._lineage
-        self._lineage = unit.fork(parent, seq)
+    def _own_alone(self, call: Call) -> None:
+        """A call names its sequence: from now on this process must own the workflow alone (another's call could
+        take the sequence meant for it); the cursor then counts on from every call the others journaled.
+
+        Raises:
+            WorkflowSharedRefusal: other live proxies share the workflow.
+            JournalLost: the share was lost on the way.
+        """
+        assert self._ownership is not None
+        assert call.seq is not None
+        if not self._ownership.take_alone():
+            raise WorkflowSharedRefusal(workflow=self._lineage.root, tool=call.name, seq=call.seq)
+        self.journal.give_back()  # the cursor numbers the calls from now on
+        highest = self.journal.max_seq(self._lineage, upto=MAX_CLIENT_SEQ)
+        self._cursor = max(self._cursor, highest + 1)
+        self._fresh_from = max(self._fresh_from, highest + 1)
+        logger.info("workflow %r is now this proxy's alone: a call names its sequence", self._lineage.root)
+
+    def forked(self, unit: UnitOfWork, branched: Lineage) -> None:
+        """A call diverged: new calls go to the branch the decision named, the head of ``branched`` (created when
+        ``unit`` commits)."""
+        parent, seq = self._lineage, branched.branches[0].start
+        unit.fork(branched)
+        self._lineage = branched
         self._cursor = seq + 1  # the branch's history ends with this call
         self._fresh_from = seq + 1
         logger.warning(
             "call #%d diverged from workflow %r: continuing on the new branch %r", seq, parent.head, self.head
         )
-        return Place(self._lineage, seq, None)
 
     @property
     def head(self) -> str:
@@ -171,10 +190,15 @@ class Workflow:
             call.name, call.stored(redact), call.signature, call.key, call.identity, _repeat_rule(call), call.decided_by
         )
         workflow, seq = place.lineage.head, place.seq
+        allocated = seq is None
+        if seq is None:
+            seq = self.journal.allocate_seq(workflow) or self._cursor  # the journal has a counter where it is shared
         durable, approval = False, None
         if conditions:
             reserved = self.journal.reserve(place.lineage, seq, new, conditions)
             if isinstance(reserved, Unmet):
+                if allocated:
+                    self.journal.put_back(workflow, seq)  # a refused call takes no sequence
                 return reserved
             assert isinstance(reserved, Reserved)
             durable, approval = True, reserved.approval

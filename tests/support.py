@@ -313,3 +313,20 @@ APPROVED_CALL_CRASHES = {
 }
 """Where an approved call's proxy is killed (a CHECKPOINT_DEBUG_TRIGGER) -> (the call's row after the crash, the
 times the upstream may have run it)."""
+
+
+def session_start(location: str, tmp_path: Path, source: str) -> None:
+    """What Claude Code's SessionStart hook runs at a start, a clear or a compaction: `checkpoint brief --hook`, in
+    this process's client session (the proxies this process starts are that session's: it marks them)."""
+    done = subprocess.run(
+        checkpoint_argv(
+            "brief", "--hook", "--project-root", str(tmp_path), "--journal", location, "--workflow-id", "wf"
+        ),
+        input=json.dumps({"hook_event_name": "SessionStart", "source": source}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "could not record the session start" not in done.stderr, done.stderr

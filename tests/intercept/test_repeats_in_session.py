@@ -8,8 +8,6 @@ whose result was a tool error is no repeat at all."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from checkpoint_mcp.refusals import REPEAT_REFUSED
 
-from support import ProxyProcess, checkpoint_argv, done_count, read_effects, server_cmd, wait_until
+from support import ProxyProcess, done_count, read_effects, server_cmd, session_start, wait_until
 
 SEND = ("send_email", {"to": "bob@example.com", "subject": "Your invoice"})
 IN_SESSION = '[tools.send_email]\nrepeat = "refuse"\nwithin_session = "run"\n[tools.slow]\nrepeat = "refuse"\nwithin_session = "run"\n'
@@ -44,22 +42,6 @@ def proxy(location: str, tmp_path: Path, policy: str) -> ProxyProcess:
         str(path),
         env={"EFFECTS_FILE": str(tmp_path / "effects.jsonl")},
     )
-
-
-def session_start(location: str, tmp_path: Path, source: str) -> None:
-    """What Claude Code's SessionStart hook runs at a clear or a compaction: `checkpoint brief --hook`."""
-    done = subprocess.run(
-        checkpoint_argv(
-            "brief", "--hook", "--project-root", str(tmp_path), "--journal", location, "--workflow-id", "wf"
-        ),
-        input=json.dumps({"hook_event_name": "SessionStart", "source": source}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "could not record the session start" not in done.stderr, done.stderr
 
 
 def test_a_repeat_within_one_session_runs_and_the_same_call_from_a_new_session_is_refused(

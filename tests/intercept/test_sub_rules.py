@@ -18,7 +18,7 @@ from checkpoint_mcp.intercept.policy import Approve, Policy, Repeat, ToolRule, W
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED, LIMIT_REACHED, REPEAT_REFUSED
 
-from support import DEFAULT_TIMEOUT, ProxyProcess, checkpoint_argv, done_count, journal_calls, server_cmd
+from support import DEFAULT_TIMEOUT, ProxyProcess, checkpoint_argv, done_count, journal_calls, server_cmd, session_start
 
 SHELL = """
 [default]
@@ -248,6 +248,7 @@ def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_on
 
     with ProxyProcess(*argv, env={"EFFECTS_FILE": str(effects)}) as first:
         first.initialize()
+        session_start(journal, tmp_path, "startup")  # the client's hook: it says where its sessions begin
         assert "result" in call(first, "npm test")
         assert "result" in call(first, "npm test && git push")
         assert "result" in call(first, "npm test && git push"), "within one session the agent's repeat runs"

@@ -40,7 +40,8 @@ from checkpoint_mcp.journal.identity import Found, postgres_identity
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, schema
-from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Group, SqlJournal
+from checkpoint_mcp.journal.statements import Cursor
 
 try:
     import psycopg

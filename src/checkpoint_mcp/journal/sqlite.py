@@ -47,7 +47,8 @@ from checkpoint_mcp.journal.chain import Event, start_chains
 from checkpoint_mcp.journal.identity import Found, Identity, sqlite_identity
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, SQLITE_APPLICATION_ID, schema
-from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal, merged
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Group, SqlJournal, merged
+from checkpoint_mcp.journal.statements import Cursor
 from checkpoint_mcp.platforms import files, locks
 from checkpoint_mcp.platforms.host import HOST
 
@@ -460,7 +461,7 @@ class SqliteJournal(SqlJournal):
         self._con.executemany(sql, rows)
 
     def link_txn(self, events: Sequence[Event]) -> None:
-        """As ``SqlJournal.link_txn``, from the chain heads this connection remembers from its own commits.
+        """As ``Statements.link_txn``, from the chain heads this connection remembers from its own commits.
 
         Reading each chain's head was a statement of every commit (two of every journaled call); here a head is
         read once, then remembered. A remembered head is stale if another connection appended to its chain

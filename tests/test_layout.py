@@ -92,7 +92,7 @@ LONG_MODULES: dict[str, str] = {
     "refusals.py": "the wire contract: every code, its table, and each refusal's message, read side by side",
     "journal/base.py": "the journal's vocabulary and the one store interface every database implements, read side by "
     "side (issue 42 added shared ownership, replicas of a stdio proxy and session starts per client to it; issue 45 "
-    "reshapes the store)",
+    "left each operation declared here once, written once by the SQL journal or its part)",
     "journal/sqlite.py": "what SQLite alone does: its connection, transactions and migrations, and the file locks of "
     "ownership (exclusive or shared) and of a replica's presence, whose liveness only the kernel knows",
 }

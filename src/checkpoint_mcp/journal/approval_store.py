@@ -26,7 +26,7 @@ from checkpoint_mcp.journal.approval_rows import APPROVAL_COLUMNS, Approval, App
 from checkpoint_mcp.journal.approval_rows import approval as approval_row
 from checkpoint_mcp.journal.base import Approvals
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.rows import Statements
+from checkpoint_mcp.journal.statements import Statements
 
 EVENT_KIND = "approval"
 """The kind of the chain events of approval requests (``detail.action``: requested, granted, denied, used, expired)."""

@@ -1,7 +1,9 @@
 """The journal's vocabulary: call states and records, lineage, the decision table, and the store interface.
 
-Everything here is pure except ``Journal`` and ``UnitOfWork``, the abstract store. ``sql.py`` implements them
-once in portable SQL; ``sqlite.py`` and ``postgres.py`` hold only what differs between the two databases.
+Everything here is pure except ``Journal`` and ``UnitOfWork``, the abstract store, which declare each operation
+once. ``sql.py`` implements them once in portable SQL, with the parts it is made of (``reserving.py``,
+``settlements.py``, ``principals.py``, over one base: ``statements.py``); ``sqlite.py`` and ``postgres.py`` hold only
+what differs between the two databases.
 """
 
 from __future__ import annotations

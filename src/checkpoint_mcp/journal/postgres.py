@@ -36,10 +36,12 @@ from checkpoint_mcp.errors import (
 from checkpoint_mcp.journal import chain, password_in, pgwrites, without_password
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, described
 from checkpoint_mcp.journal.chain import start_chains
+from checkpoint_mcp.journal.identity import Found, postgres_identity
 from checkpoint_mcp.journal.replicas import NOTIFY_CHANNEL, ReplicaPresence, replica_lock_key
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, schema
-from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Group, SqlJournal
+from checkpoint_mcp.journal.statements import Cursor
 
 try:
     import psycopg
@@ -266,22 +268,15 @@ class PostgresJournal(SqlJournal):
                 )
 
     def _schema_version(self) -> int:
-        tables = {
-            row[0]
-            for row in self._conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-            ).fetchall()
-        }
-        if "checkpoint_meta" not in tables:
-            if "calls" in tables:
-                raise JournalCorrupt(
-                    f"{self.location} has a 'calls' table but is not a Checkpoint journal; refusing to touch it"
-                )
-            return 0
-        rows = dict(self._conn.execute("SELECT key, value FROM checkpoint_meta").fetchall())
-        if rows.get("application") != APPLICATION:
+        """The version of the journal here (``identity.py``), 0 where there is none yet."""
+        found, version = postgres_identity(self._conn.execute)
+        if found is Found.UNMARKED:
+            raise JournalCorrupt(
+                f"{self.location} has a 'calls' table but is not a Checkpoint journal; refusing to touch it"
+            )
+        if found is Found.FOREIGN:
             raise JournalCorrupt(f"{self.location} is not a Checkpoint journal; refusing to touch it")
-        return int(rows.get("schema_version", "0"))
+        return version
 
     # ---- SqlJournal hooks ---------------------------------------------------------------------------------
 

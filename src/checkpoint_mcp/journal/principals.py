@@ -6,7 +6,7 @@ row (``workflows.principal``, schema version 7), inserting that row if the journ
 workflow wins (its id is the table's key) and is never changed, so every replica of a fleet maps a workflow to the
 same principal, whatever order their requests come in; a workflow recorded as another principal's, or one the
 journal has with no principal (journaled by a stdio proxy, or a gateway without tokens), is refused, never
-shared. ``Principals`` is the SQL journal's part that keeps the record.
+shared. ``Principals`` is the part of the SQL journal that keeps the record.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import WorkflowOfAnother
-from checkpoint_mcp.journal.rows import Statements
+from checkpoint_mcp.journal.statements import Statements
 
 logger = logging.getLogger(__name__)
 
@@ -27,33 +27,29 @@ _WHOSE = "SELECT principal FROM workflows WHERE workflow_id = ?"
 _RECORDED = "SELECT workflow_id, principal FROM workflows WHERE principal IS NOT NULL"
 
 
-class Principals:
-    """The ``workflows.principal`` column over the SQL journal's connection: the part ``SqlJournal`` holds for it."""
+class Principals(Statements):
+    """The ``workflows.principal`` column over the SQL journal's connection: the part of ``SqlJournal`` that keeps
+    it."""
 
-    def __init__(self, sql: Statements) -> None:
-        self._sql = sql
-
-    def claim(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
-        """Record ``workflow`` as ``principal``'s (``requested``, ``upstream``: what it was asked for as, for the
-        log), unless it already is; one durable transaction.
+    def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
+        """See ``Journal.claim_workflow``: record ``workflow`` as ``principal``'s (``requested``, ``upstream``:
+        what it was asked for as, for the log), unless it already is; one durable transaction.
 
         Raises:
             WorkflowOfAnother: the journal records it as another principal's, or has it without any.
             JournalError: the journal cannot be read or written.
         """
-        with self._sql.transaction():
-            found = self._sql.execute(_WHOSE, (workflow,)).fetchone()
+        with self.transaction():
+            found = self.execute(_WHOSE, (workflow,)).fetchone()
             if found is None:
-                self._sql.execute(_RECORD, (workflow, workflow, utc_now(), principal))
-                found = self._sql.execute(_WHOSE, (workflow,)).fetchone()
+                self.execute(_RECORD, (workflow, workflow, utc_now(), principal))
+                found = self.execute(_WHOSE, (workflow,)).fetchone()
             if found is None or found[0] != principal:  # NULL: journaled by no principal (a stdio proxy, say)
                 raise WorkflowOfAnother(workflow)
         logger.debug("workflow %r is %r's (asked for as %r at %s)", workflow, principal, requested, upstream or "-")
 
-    def all(self) -> dict[str, str]:
-        """Every workflow recorded as a principal's, and that principal."""
-        with self._sql.reading():
-            rows = self._sql.execute(
-                "SELECT workflow_id, principal FROM workflows WHERE principal IS NOT NULL"
-            ).fetchall()
+    def principals(self) -> dict[str, str]:
+        """See ``Journal.principals``: every workflow recorded as a principal's, and that principal."""
+        with self.reading():
+            rows = self.execute(_RECORDED).fetchall()
         return {str(workflow): str(principal) for workflow, principal in rows}

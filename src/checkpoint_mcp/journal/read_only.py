@@ -16,7 +16,8 @@ from typing import Any, Final
 from checkpoint_mcp.errors import JournalError, JournalUnavailable
 from checkpoint_mcp.journal import owner_lock
 from checkpoint_mcp.journal.digest import OLDEST_SCHEMA, JournalReader
-from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SCHEMA_VERSION, SQLITE_APPLICATION_ID
+from checkpoint_mcp.journal.identity import Found, postgres_identity, sqlite_identity
+from checkpoint_mcp.journal.schema import SCHEMA_VERSION
 
 _CONNECT_TIMEOUT_SECONDS: Final = 3
 
@@ -40,12 +41,11 @@ class _SqliteReader(JournalReader):
             self._con = sqlite3.connect(uri, uri=True, timeout=1.0, check_same_thread=False)
         try:
             with self._translated():
-                application_id = int(self._con.execute("PRAGMA application_id").fetchone()[0])
-                version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
+                found, version = sqlite_identity(self._con.execute)
         except BaseException:
             self._con.close()
             raise
-        if application_id != SQLITE_APPLICATION_ID or version < OLDEST_SCHEMA:
+        if found is not Found.JOURNAL or version < OLDEST_SCHEMA:
             self._con.close()
             raise JournalUnavailable(
                 f"{self.path} is not a Checkpoint journal of schema {OLDEST_SCHEMA} or later"
@@ -115,17 +115,21 @@ class _PostgresReader(JournalReader):
                 options="-c default_transaction_read_only=on",
             )
         try:
-            meta = dict(self.rows("SELECT key, value FROM checkpoint_meta"))
-        except JournalUnavailable:
+            with self._translated():
+                found, version = postgres_identity(self._conn.execute)
+        except BaseException:
             self._conn.close()
-            raise JournalUnavailable(f"{self.location} holds no Checkpoint journal") from None
-        if meta.get("application") != POSTGRES_APPLICATION or int(meta.get("schema_version", "0")) < OLDEST_SCHEMA:
+            raise
+        if found in (Found.EMPTY, Found.UNMARKED):
+            self._conn.close()
+            raise JournalUnavailable(f"{self.location} holds no Checkpoint journal")
+        if found is not Found.JOURNAL or version < OLDEST_SCHEMA:
             self._conn.close()
             raise JournalUnavailable(f"{self.location} is not a Checkpoint journal of schema {OLDEST_SCHEMA} or later")
-        if int(meta["schema_version"]) > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             self._conn.close()
             raise JournalUnavailable(f"journal {self.location} has a newer schema than this Checkpoint reads")
-        self.schema = int(meta["schema_version"])
+        self.schema = version
 
     @contextmanager
     def _translated(self) -> Iterator[None]:

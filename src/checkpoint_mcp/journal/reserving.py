@@ -48,8 +48,9 @@ from checkpoint_mcp.journal.conditions import (
     WithinLimit,
 )
 from checkpoint_mcp.journal.repeat_rows import CONFIRM_ASKED, find_repeat, newest_repeat, rank
-from checkpoint_mcp.journal.rows import COLUMNS, INSERT_CALL, Statements, insert_params
+from checkpoint_mcp.journal.rows import COLUMNS, INSERT_CALL, insert_params
 from checkpoint_mcp.journal.rows import record as call_record
+from checkpoint_mcp.journal.statements import Statements
 
 INSERT_METERED = "INSERT INTO metered (scope, tool, at, amount, workflow_id, seq) VALUES (?, ?, ?, ?, ?, ?)"
 _WINDOW = "FROM metered WHERE scope = ? AND tool = ? AND at >= ?"
@@ -69,14 +70,11 @@ class _Refused(Exception):
         self.unmet = unmet
 
 
-class Reserving:
-    """``Journal.reserve`` over the SQL journal's connection: the part ``SqlJournal`` holds for it."""
-
-    def __init__(self, sql: Statements) -> None:
-        self._sql = sql
+class Reserving(Statements):
+    """``Journal.reserve`` over the SQL journal's connection: the part of ``SqlJournal`` that does it."""
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        return self._sql.execute(sql, params).fetchone()
+        return self.execute(sql, params).fetchone()
 
     def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
         """See ``Journal.reserve``."""
@@ -93,7 +91,7 @@ class Reserving:
             if isinstance(condition, WithinLimit | WithinBudget):
                 counted = (condition.scope, condition.tool or call.tool)
                 windows[counted] = min(windows.get(counted, condition.since), condition.since)
-        with self._sql.transaction():
+        with self.transaction():
             now = utc_now()
             events: list[Event] = []
             approval: int | None = None
@@ -112,15 +110,15 @@ class Reserving:
                         metered[counted] = max(metered.get(counted, 0.0), amount)
                 if unmet is not None:
                     raise _Refused(unmet)  # an approval used, or old rows pruned, before it are rolled back
-            self._sql.execute(INSERT_CALL, insert_params(workflow, seq, call, now, self._sql.replica_id))
+            self.execute(INSERT_CALL, insert_params(workflow, seq, call, now, self.replica_id))
             for (scope, tool), amount in metered.items():
-                self._sql.execute(INSERT_METERED, (scope, tool, now, amount, workflow, seq))
+                self.execute(INSERT_METERED, (scope, tool, now, amount, workflow, seq))
             detail = chain.reserved_detail(call.tool, call.arguments, call.signature, call.key, call.identity)
-            self._sql.link_txn([*events, Event(workflow, "reserved", seq, detail, now)])
+            self.link_txn([*events, Event(workflow, "reserved", seq, detail, now)])
         return Reserved(approval)
 
     def _no_repeat(self, lineage: Lineage, call: NewCall, condition: NoRepeat, events: list[Event]) -> Unmet | None:
-        self._sql.take_turns("repeat", lineage.root, call.identity or call.signature)
+        self.take_turns("repeat", lineage.root, call.identity or call.signature)
         found = find_repeat(
             self._one, COLUMNS, call_record, (), lineage, call.signature, condition.since, call.identity
         )
@@ -138,7 +136,7 @@ class Reserving:
     def _uses_approval(
         self, workflow: str, seq: int, condition: UsesApproval, now: str, events: list[Event]
     ) -> tuple[Unmet | None, int | None]:
-        self._sql.take_turns("approval", workflow, condition.call_key)
+        self.take_turns("approval", workflow, condition.call_key)
         row = self._one(
             f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE workflow_id = ? AND call_key = ? ORDER BY id DESC LIMIT 1",
             (workflow, condition.call_key),
@@ -146,7 +144,7 @@ class Reserving:
         newest = approval_row(row) if row else None
         if newest is None or newest.state_at(now) is not ApprovalState.GRANTED:
             return Unmet(condition, approval=newest), None
-        used = self._sql.execute(
+        used = self.execute(
             "UPDATE approvals SET state = 'used', used_at = ?, used_seq = ? WHERE id = ? AND state = 'granted'",
             (now, seq, newest.id),
         ).rowcount
@@ -162,9 +160,9 @@ class Reserving:
         """Whether the window holds room for this call (``prune_before``: first delete the rows older than that,
         which no window of this call's counts)."""
         scope, tool = counted
-        self._sql.take_turns("metered", scope, tool)
+        self.take_turns("metered", scope, tool)
         if prune_before is not None:
-            self._sql.execute(_PRUNE, (scope, tool, prune_before))
+            self.execute(_PRUNE, (scope, tool, prune_before))
         window = (scope, tool, condition.since)
         if isinstance(condition, WithinLimit):
             passes = int(self._one(_COUNT, window)[0]) < condition.calls
@@ -172,5 +170,5 @@ class Reserving:
             passes = float(self._one(_SUM, window)[0]) + condition.amount <= condition.most
         if passes:
             return None
-        rows = self._sql.execute(_COUNTED, window).fetchall()  # what the refusal says: which calls, and when
+        rows = self.execute(_COUNTED, window).fetchall()  # what the refusal says: which calls, and when
         return Unmet(condition, counted=tuple(Counted(str(at), float(amount)) for at, amount in rows))

@@ -4,10 +4,8 @@ statements every journaled call runs (its PENDING row, then its outcome)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
-from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.records import CallRecord, CallState
 
@@ -68,35 +66,3 @@ def record(row: Sequence[Any]) -> CallRecord:
         repeat_rule=row[13],
         rule=row[14],
     )
-
-
-class Statements(Protocol):
-    """What the SQL journal's parts (``Settlements``, ``SqlApprovals``, ``Reserving``) hold of it: its connection's
-    statements and transactions, a way to take turns with other writers, and the hash chain's link step."""
-
-    replica_id: str | None
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (see ``SqlJournal.execute``)."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """A durable write transaction (see ``SqlJournal.transaction``)."""
-        ...
-
-    def reading(self) -> AbstractContextManager[None]:
-        """Translate driver errors raised by reads outside a transaction (see ``SqlJournal.reading``)."""
-        ...
-
-    def take_turns(self, *names: str) -> None:
-        """Make writers that name the same thing take turns, until the transaction ends (see
-        ``SqlJournal.take_turns``)."""
-        ...
-
-    def link_txn(self, events: Sequence[Event]) -> None:
-        """Link events onto their chains in the open transaction (see ``SqlJournal.link_txn``)."""
-        ...
-
-    def replica_alive(self, replica_id: str) -> bool:
-        """True while the replica ``replica_id`` is alive (``Journal.replica_alive``)."""
-        ...

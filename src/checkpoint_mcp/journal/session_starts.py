@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from checkpoint_mcp.clock import utc_now
-from checkpoint_mcp.journal.schema import POSTGRES_APPLICATION, SQLITE_APPLICATION_ID
+from checkpoint_mcp.journal.identity import Found, postgres_identity, sqlite_identity
 
 SOURCES: Final = ("startup", "resume", "clear", "compact", "new")
 """The session-start sources the clients name (Claude Code's four; ``new``: VS Code's and Copilot CLI's); any other
@@ -148,9 +148,8 @@ def _record_sqlite(path: str, row: tuple[str, str, str, str | None]) -> str | No
         return _NO_JOURNAL if os.path.isdir(os.path.dirname(path)) else "its folder does not exist"
     con = sqlite3.connect(path, timeout=_WAIT_SECONDS)
     try:
-        application = int(con.execute("PRAGMA application_id").fetchone()[0])
-        version = int(con.execute("PRAGMA user_version").fetchone()[0])
-        if application != SQLITE_APPLICATION_ID:
+        found, version = sqlite_identity(con.execute)
+        if found is not Found.JOURNAL:
             return "not a Checkpoint journal"
         if version < _FIRST_SCHEMA:
             return f"schema {version}: a proxy migrates it when it next opens it"
@@ -167,13 +166,11 @@ def _record_postgres(url: str, row: tuple[str, str, str, str | None]) -> str | N
     except ImportError:
         return "psycopg is not installed"
     with psycopg.connect(url, autocommit=True, connect_timeout=5, application_name="checkpoint-brief") as conn:
-        try:
-            meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM checkpoint_meta").fetchall())
-        except psycopg.errors.UndefinedTable:
+        found, version = postgres_identity(conn.execute)
+        if found in (Found.EMPTY, Found.UNMARKED):
             return _NO_JOURNAL
-        if meta.get("application") != POSTGRES_APPLICATION:
+        if found is not Found.JOURNAL:
             return "not a Checkpoint journal"
-        version = int(meta.get("schema_version", "0"))
         if version < _FIRST_SCHEMA:
             return f"schema {version}: a proxy migrates it when it next opens it"
         sql, params = _statement(version, row)

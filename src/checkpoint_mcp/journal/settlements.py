@@ -1,6 +1,6 @@
 """A tool policy's settlements of in-doubt calls, in portable SQL: take the row, record what was proved.
 
-``Settlements`` is the SQL journal's part that does it; see ``Journal.take_in_doubt`` and ``Journal.settle`` for
+``Settlements`` is the part of the SQL journal that does it; see ``Journal.take_in_doubt`` and ``Journal.settle`` for
 what they promise.
 """
 
@@ -17,20 +17,18 @@ from checkpoint_mcp.journal.base import ResolveAction
 from checkpoint_mcp.journal.chain import Event
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.reserving import METERED_OF_CALL
-from checkpoint_mcp.journal.rows import COLUMNS, Statements
+from checkpoint_mcp.journal.rows import COLUMNS
 from checkpoint_mcp.journal.rows import record as call_record
+from checkpoint_mcp.journal.statements import Statements
 
 
-class Settlements:
-    """``take_in_doubt`` and ``settle`` over the SQL journal's connection: the part ``SqlJournal`` holds for them."""
-
-    def __init__(self, sql: Statements) -> None:
-        self._sql = sql
+class Settlements(Statements):
+    """``take_in_doubt`` and ``settle`` over the SQL journal's connection: the part of ``SqlJournal`` that does them."""
 
     def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
-        """Mark the in-doubt PENDING call at ``seq`` as this process's (see ``Journal.take_in_doubt``)."""
-        with self._sql.transaction():
-            row = self._sql.execute(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
+        """See ``Journal.take_in_doubt``: mark the in-doubt PENDING call at ``seq`` as this process's."""
+        with self.transaction():
+            row = self.execute(f"SELECT {COLUMNS} FROM calls WHERE workflow_id = ? AND seq = ?", (workflow, seq))
             found = row.fetchone()
             if found is None:
                 return None
@@ -38,18 +36,18 @@ class Settlements:
             if record.state is not CallState.PENDING:
                 return None
             seen = record.replica
-            if seen == self._sql.replica_id:
+            if seen == self.replica_id:
                 return record
-            if seen is not None and self._sql.replica_alive(seen):
+            if seen is not None and self.replica_alive(seen):
                 return None
             # Compare-and-set on the replica seen: of two replicas racing for the row, one updates it.
             where = "replica_id IS NULL" if seen is None else "replica_id = ?"
-            params: tuple[Any, ...] = (self._sql.replica_id, workflow, seq) + (() if seen is None else (seen,))
-            taken = self._sql.execute(
+            params: tuple[Any, ...] = (self.replica_id, workflow, seq) + (() if seen is None else (seen,))
+            taken = self.execute(
                 f"UPDATE calls SET replica_id = ? WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {where}",
                 params,
             ).rowcount
-        return record._replace(replica=self._sql.replica_id) if taken == 1 else None
+        return record._replace(replica=self.replica_id) if taken == 1 else None
 
     def settle(
         self,
@@ -62,33 +60,33 @@ class Settlements:
         *,
         keep_row: bool = False,
     ) -> bool:
-        """Apply and audit a policy's settlement of a PENDING call this process took (see ``Journal.settle``)."""
-        mine = "replica_id IS NULL" if self._sql.replica_id is None else "replica_id = ?"
-        key: tuple[Any, ...] = (workflow, seq) + (() if self._sql.replica_id is None else (self._sql.replica_id,))
+        """See ``Journal.settle``: apply and audit a policy's settlement of a PENDING call this process took."""
+        mine = "replica_id IS NULL" if self.replica_id is None else "replica_id = ?"
+        key: tuple[Any, ...] = (workflow, seq) + (() if self.replica_id is None else (self.replica_id,))
         now = utc_now()
-        with self._sql.transaction():
+        with self.transaction():
             if action is ResolveAction.COMPLETED:
-                changed = self._sql.execute(
+                changed = self.execute(
                     "UPDATE calls SET state = 'COMPLETED', outcome = ?, finished_at = ?, replica_id = NULL"
                     f" WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}",
                     (outcome, now, *key),
                 ).rowcount
             elif action is ResolveAction.RELEASED and keep_row:
-                changed = self._sql.execute(
+                changed = self.execute(
                     f"SELECT count(*) FROM calls WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}",
                     key,
                 ).fetchone()[0]
             elif action is ResolveAction.RELEASED:
-                changed = self._sql.execute(
+                changed = self.execute(
                     f"DELETE FROM calls WHERE workflow_id = ? AND seq = ? AND state = 'PENDING' AND {mine}", key
                 ).rowcount
-                self._sql.execute(METERED_OF_CALL, (workflow, seq))  # it did not happen: it counts no more
+                self.execute(METERED_OF_CALL, (workflow, seq))  # it did not happen: it counts no more
             else:
                 raise UsageError(f"a policy cannot settle a call as {action.value}")
             if int(changed) != 1:
                 return False
             user, host = f"checkpoint ({by})", socket.gethostname()
-            self._sql.execute(
+            self.execute(
                 "INSERT INTO resolutions (workflow_id, seq, action, previous_state, previous_outcome, outcome,"
                 " resolved_by, host, at) VALUES (?, ?, ?, 'PENDING', NULL, ?, ?, ?, ?)",
                 (workflow, seq, action.value, outcome if outcome is not None else evidence, user, host, now),
@@ -104,7 +102,7 @@ class Settlements:
                     "host": host,
                 }
                 events.append(Event(workflow, "resolved", seq, detail, now))
-            self._sql.link_txn(events)
+            self.link_txn(events)
         return True
 
 

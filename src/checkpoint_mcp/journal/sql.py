@@ -15,7 +15,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.errors import JournalError, JournalUnavailable, UsageError
@@ -26,7 +26,6 @@ from checkpoint_mcp.journal.base import (
     MAX_SEQ,
     Batch,
     Branch,
-    Journal,
     Lineage,
     Resolution,
     ResolveAction,
@@ -35,7 +34,7 @@ from checkpoint_mcp.journal.base import (
     lineage_from_rows,
 )
 from checkpoint_mcp.journal.chain import Event
-from checkpoint_mcp.journal.conditions import Condition, NewCall, Reservation
+from checkpoint_mcp.journal.conditions import NewCall
 from checkpoint_mcp.journal.principals import Principals
 from checkpoint_mcp.journal.records import CallRecord, CallState
 from checkpoint_mcp.journal.repeat_rows import find_repeat, newest_repeat
@@ -44,18 +43,6 @@ from checkpoint_mcp.journal.rows import COLUMNS, FINISH_CALL, INSERT_CALL, inser
 from checkpoint_mcp.journal.rows import record as _record
 from checkpoint_mcp.journal.sequences import BLOCK_SECONDS, SequenceBlocks
 from checkpoint_mcp.journal.settlements import Settlements
-
-
-class Cursor(Protocol):
-    """What both drivers' cursors offer."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
 
 _INSERT_CALL = INSERT_CALL
 _DISOWN_CALL = "UPDATE calls SET replica_id = NULL WHERE workflow_id = ? AND seq = ? AND state = 'PENDING'"
@@ -291,19 +278,16 @@ def grouped(ops: Sequence[Op]) -> list[Group]:
     return groups
 
 
-class SqlJournal(Journal):
+class SqlJournal(Reserving, Settlements, Principals):
     """Everything a journal does, in SQL both SQLite and PostgreSQL accept.
 
-    Its parts, each over the journal's own connection (``rows.Statements``): ``approvals`` (``SqlApprovals``), the
-    conditional reservation (``Reserving``), the settlements of in-doubt calls (``Settlements``) and whose each
-    workflow is (``Principals``).
+    Its parts, each written over the journal's own connection (``statements.Statements``): the conditional
+    reservation (``Reserving``), the settlements of in-doubt calls (``Settlements``) and whose each workflow is
+    (``Principals``), which it is; and ``approvals`` (``SqlApprovals``), which it holds.
     """
 
     def __init__(self) -> None:
         self.approvals = SqlApprovals(self)
-        self._reserving = Reserving(self)
-        self._settlements = Settlements(self)
-        self._principals = Principals(self)
         self._sequences = SequenceBlocks(lambda workflow, size: self._take_block(workflow, size, wait=True))
         self._ahead: dict[str, list[int]] = {}  # workflow -> sequences of its counter in hand (``ready_seq``)
         self._stepped: dict[str, tuple[float, int]] = {}  # workflow -> when its counter was last stepped, and how far
@@ -397,36 +381,6 @@ class SqlJournal(Journal):
         None when the journal has no such workflow; ``wait``: for another writer's lock, where the database has
         one to wait for."""
 
-    def claim_workflow(self, workflow: str, principal: str, requested: str, upstream: str | None = None) -> None:
-        """See ``Journal.claim_workflow`` (``principals.py``)."""
-        self._principals.claim(workflow, principal, requested, upstream)
-
-    def principals(self) -> dict[str, str]:
-        """See ``Journal.principals`` (``principals.py``)."""
-        return self._principals.all()
-
-    def reserve(self, lineage: Lineage, seq: int, call: NewCall, conditions: Sequence[Condition]) -> Reservation:
-        """See ``Journal.reserve`` (``reserving.py``)."""
-        return self._reserving.reserve(lineage, seq, call, conditions)
-
-    def take_in_doubt(self, workflow: str, seq: int) -> CallRecord | None:
-        """See ``Journal.take_in_doubt`` (``settlements.py``)."""
-        return self._settlements.take_in_doubt(workflow, seq)
-
-    def settle(
-        self,
-        workflow: str,
-        seq: int,
-        action: ResolveAction,
-        outcome: str | None,
-        by: str,
-        evidence: str,
-        *,
-        keep_row: bool = False,
-    ) -> bool:
-        """See ``Journal.settle`` (``settlements.py``)."""
-        return self._settlements.settle(workflow, seq, action, outcome, by, evidence, keep_row=keep_row)
-
     def session_starts(self, client: str | None) -> session_starts.SessionStarts:
         """See ``Journal.session_starts``."""
         with self.reading():
@@ -438,24 +392,6 @@ class SqlJournal(Journal):
             own = self.execute(session_starts.OWN, (like,)).fetchone()
         return session_starts.SessionStarts(str(row[0]) if row else None, own is not None)
 
-    def take_turns(self, *names: str) -> None:
-        """Make writers that name the same thing take turns, until the transaction ends (``rows.Statements``).
-
-        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
-        """
-
-    @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        """Run one statement on the journal's connection (inside the open transaction, if any)."""
-
-    @abstractmethod
-    def transaction(self) -> AbstractContextManager[None]:
-        """A write transaction, committed durably on exit; driver errors become ``JournalError``."""
-
-    @abstractmethod
-    def reading(self) -> AbstractContextManager[None]:
-        """Translate driver errors raised by reads outside a transaction."""
-
     @abstractmethod
     def write(self, groups: list[Group], durable: bool = True) -> None:
         """Run the statements (each with its parameter tuples and their events) as one transaction, by
@@ -465,22 +401,6 @@ class SqlJournal(Journal):
         Raises:
             JournalUnavailable: nothing was written (see ``UnitOfWork.commit``).
         """
-
-    @abstractmethod
-    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run one statement once per parameter tuple (inside the open transaction)."""
-
-    def lock_workflow(self, workflow: str) -> None:
-        """Make concurrent writers of ``workflow``'s chain take turns, until the transaction ends.
-
-        SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) already excludes every other writer.
-        """
-
-    def chain_heads(self, workflows: Sequence[str]) -> dict[str, str]:
-        """Each workflow's newest link hash ("" for none), its writers locked out first (inside a transaction)."""
-        for workflow in workflows:
-            self.lock_workflow(workflow)
-        return chain.heads_by_query(self.execute)(workflows)
 
     def write_txn(self, groups: list[Group]) -> None:
         """The statements of ``groups`` and the links of their events, inside the caller's transaction.
@@ -504,15 +424,6 @@ class SqlJournal(Journal):
         """Run ``FINISH_CALL`` for each parameter tuple (inside the open transaction); for each, whether it changed
         its row (False: the call was no longer PENDING)."""
         return [self.execute(FINISH_CALL, params).rowcount > 0 for params in rows]
-
-    def link_txn(self, events: Sequence[Event]) -> None:
-        """Link ``events`` onto their chains, inside the caller's transaction."""
-        if events:
-            self.insert_links(chain.append(events, self.audit_key, self.chain_heads))
-
-    def insert_links(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Insert rows of ``events`` (inside the caller's transaction)."""
-        self.execute_many(chain.INSERT_LINK, rows)
 
     def record_event(self, workflow_id: str, kind: str, seq: int | None, detail: Mapping[str, Any]) -> None:
         """Append one event to ``workflow_id``'s chain, durably, in a transaction of its own.

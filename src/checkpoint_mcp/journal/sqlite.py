@@ -44,9 +44,11 @@ from checkpoint_mcp.errors import (
 from checkpoint_mcp.journal import chain, owner_lock
 from checkpoint_mcp.journal.base import Batch, OwnerInfo, Ownership, Presence, described
 from checkpoint_mcp.journal.chain import Event, start_chains
+from checkpoint_mcp.journal.identity import Found, Identity, sqlite_identity
 from checkpoint_mcp.journal.rows import FINISH_CALL
 from checkpoint_mcp.journal.schema import SCHEMA_VERSION, SQLITE_APPLICATION_ID, schema
-from checkpoint_mcp.journal.sql import TAKE_BLOCK, Cursor, Group, SqlJournal, merged
+from checkpoint_mcp.journal.sql import TAKE_BLOCK, Group, SqlJournal, merged
+from checkpoint_mcp.journal.statements import Cursor
 from checkpoint_mcp.platforms import files, locks
 from checkpoint_mcp.platforms.host import HOST
 
@@ -291,8 +293,8 @@ class SqliteJournal(SqlJournal):
             raise
 
     def _prepare(self, create: bool) -> None:
-        application_id, version, has_tables = _while_busy(self._identify)
-        if application_id != APPLICATION_ID and (has_tables or application_id != 0 or not create):
+        found, version = _while_busy(self._identify)
+        if not (found is Found.JOURNAL or (found is Found.EMPTY and create)):
             raise JournalCorrupt(f"{self.path} is not a Checkpoint journal; refusing to touch it")
         if version > SCHEMA_VERSION or (not create and version < SCHEMA_VERSION):
             raise JournalVersionError(version, SCHEMA_VERSION)
@@ -316,20 +318,15 @@ class SqliteJournal(SqlJournal):
             self._con.execute("PRAGMA fullfsync = ON")
             self._con.execute("PRAGMA checkpoint_fullfsync = ON")
 
-    def _identify(self) -> tuple[int, int, bool]:
-        """application_id, user_version and whether there are tables, read in one snapshot.
-
-        One transaction, so a concurrent first migration is seen whole or not at all.
-        """
+    def _identify(self) -> Identity:
+        """What the file holds (``identity.py``), read in one transaction, so a concurrent first migration is seen
+        whole or not at all."""
         with _translated(self.path, "open"):
             self._con.execute("BEGIN")
             try:
-                application_id = int(self._con.execute("PRAGMA application_id").fetchone()[0])
-                version = int(self._con.execute("PRAGMA user_version").fetchone()[0])
-                has_tables = self._con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+                return sqlite_identity(self._con.execute)
             finally:
                 self._con.execute("COMMIT")
-        return application_id, version, has_tables
 
     def _wal(self) -> str:
         # Switching a new file to WAL takes an exclusive lock without calling the busy handler.
@@ -464,7 +461,7 @@ class SqliteJournal(SqlJournal):
         self._con.executemany(sql, rows)
 
     def link_txn(self, events: Sequence[Event]) -> None:
-        """As ``SqlJournal.link_txn``, from the chain heads this connection remembers from its own commits.
+        """As ``Statements.link_txn``, from the chain heads this connection remembers from its own commits.
 
         Reading each chain's head was a statement of every commit (two of every journaled call); here a head is
         read once, then remembered. A remembered head is stale if another connection appended to its chain

@@ -510,14 +510,7 @@ class PostgresJournal(SqlJournal):
             if shared:
                 self._shared.add(root)
                 return _AdvisoryOwnership(self, root, shared=True)
-            info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), command)
-            self._conn.execute(
-                "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (root_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
-                " since = excluded.since, command = excluded.command",
-                (root, info.pid, info.host, info.since, info.command),
-            )
-        self._owned[root] = info
+            self._owned[root] = self._write_owner(root, command)
         return _AdvisoryOwnership(self, root, shared=False)
 
     def take_alone(self, root: str) -> bool:
@@ -529,15 +522,19 @@ class PostgresJournal(SqlJournal):
                 return False
             self._conn.execute("SELECT pg_advisory_unlock_shared(%s)", (lock_key(root),))
             self._shared.discard(root)
-            info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), "checkpoint")
-            self._conn.execute(
-                "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (root_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
-                " since = excluded.since, command = excluded.command",
-                (root, info.pid, info.host, info.since, info.command),
-            )
-        self._owned[root] = info
+            self._owned[root] = self._write_owner(root, "checkpoint")
         return True
+
+    def _write_owner(self, root: str, command: str) -> OwnerInfo:
+        """Say who owns ``root``'s lineage alone now, in the owners table (what ``owner`` reads)."""
+        info = OwnerInfo(os.getpid(), socket.gethostname(), utc_now(), command)
+        self._conn.execute(
+            "INSERT INTO owners (root_id, pid, host, since, command) VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (root_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,"
+            " since = excluded.since, command = excluded.command",
+            (root, info.pid, info.host, info.since, info.command),
+        )
+        return info
 
     def sharers(self, root: str) -> list[OwnerInfo]:
         """The database sessions that hold ``root``'s shared lock (``pg_locks``), each named by where it connects

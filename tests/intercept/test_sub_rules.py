@@ -18,7 +18,16 @@ from checkpoint_mcp.intercept.policy import Approve, Policy, Repeat, ToolRule, W
 from checkpoint_mcp.journal import open_journal
 from checkpoint_mcp.refusals import APPROVAL_REQUIRED, LIMIT_REACHED, REPEAT_REFUSED
 
-from support import DEFAULT_TIMEOUT, ProxyProcess, checkpoint_argv, done_count, journal_calls, server_cmd, session_start
+from support import (
+    DEFAULT_TIMEOUT,
+    ProxyProcess,
+    checkpoint_argv,
+    done_count,
+    journal_calls,
+    read_effects,
+    server_cmd,
+    session_start,
+)
 
 SHELL = """
 [default]
@@ -297,3 +306,32 @@ def test_a_proxy_applies_the_sub_rule_its_arguments_choose_and_journals_which_on
     [header] = [line for line in shown.stdout.splitlines() if line.startswith("SEQ ")]
     assert header.split()[-1] == "RULE", shown.stdout
     assert any(line.endswith("tools.send_quiet.when.push") for line in shown.stdout.splitlines())
+
+
+HINTED = """
+[tools.lookup]
+[[tools.lookup.when]]
+name = "vault"
+pointer = "/key"
+regex = '^vault/'
+approve = "operator"
+"""
+
+
+def test_a_read_only_hint_never_waives_what_a_sub_rule_asks(tmp_path: Path, journal: str) -> None:
+    """Under ``--trust-annotations`` a ``readOnlyHint: true`` lets a tool pass unjournaled only where neither its rule
+    nor any of its sub-rules asks anything of the journal: ``lookup`` of a vault key waits for an operator."""
+    (tmp_path / "policy.toml").write_text(HINTED, encoding="utf-8")
+    effects = tmp_path / "e.jsonl"
+    argv = ("--upstream-cmd", server_cmd("effects_server.py"), "--journal", journal, "--workflow-id", "wf")
+    argv = (*argv, "--policy", str(tmp_path / "policy.toml"), "--trust-annotations")
+    with ProxyProcess(*argv, env={"EFFECTS_FILE": str(effects)}) as p:
+        p.initialize()
+        p.request("tools/list")  # the hints are known from here on
+        plain = p.call("lookup", {"key": "k"})
+        asked = p.call("lookup", {"key": "vault/root"})
+        assert p.close() == 0, p.stderr
+    assert plain["result"]["content"][0]["text"] == "value of k"
+    assert plain["result"]["_meta"]["checkpoint/journal"]["seq"] == 1, "journaled: the hint waives nothing here"
+    assert asked["error"]["code"] == APPROVAL_REQUIRED, asked
+    assert [e["arguments"]["key"] for e in read_effects(effects) if e["event"] == "read"] == ["k"]

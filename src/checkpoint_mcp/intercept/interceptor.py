@@ -85,9 +85,13 @@ logger = logging.getLogger(__name__)
 
 
 def _horizon(config: ProxyConfig) -> float:
-    """The longest window in which the policy finds a repeat: a session need not remember an answer longer."""
+    """The longest window in which the policy finds a repeat (a sub-rule's included): a session need not remember an
+    answer longer."""
     policy = config.policy
-    return max((rule.window_seconds for rule in policy.rules()), default=BUILT_IN.window_seconds) if policy else 0.0
+    if policy is None:
+        return 0.0
+    windows = (one.window_seconds for rule in policy.rules() for one in rule.variants)
+    return max(windows, default=BUILT_IN.window_seconds)
 
 
 _PASSES = 0  # a client request that is not journaled: never waits for a commit (``_release_up``)

@@ -163,6 +163,12 @@ class ToolRule:
         return self
 
     @property
+    def variants(self) -> tuple[ToolRule, ...]:
+        """This rule and every sub-rule a call's arguments may choose: what a question about the tool, before its
+        arguments are read, must ask of each."""
+        return (self, *(sub.rule for sub in self.when))
+
+    @property
     def catches_repeats(self) -> bool:
         """Whether a call of this tool is ever looked up as a repeat (journaled, not read-only, not allow); an
         idempotent tool's is, to find an in-doubt original to re-send (a completed one runs again), and so is one

@@ -160,7 +160,7 @@ def atomic_write(path: str, data: bytes, mode: int | None = None, check: Callabl
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
-    fsync_folder(folder)
+    files.sync_folder(folder)
 
 
 def unchanged_since(path: str, read: bytes | None) -> Callable[[], None]:
@@ -181,11 +181,6 @@ def unchanged_since(path: str, read: bytes | None) -> Callable[[], None]:
             )
 
     return check
-
-
-def fsync_folder(folder: str) -> None:
-    """Make a rename in ``folder`` durable (``platforms.files.sync_folder``)."""
-    files.sync_folder(folder)
 
 
 def _digest(data: bytes) -> str:
@@ -213,12 +208,7 @@ def _make_state_folders(project: str) -> None:
         OSError: a folder cannot be created.
     """
     for folder in (os.path.dirname(RUNS_FOLDER), RUNS_FOLDER):
-        path = os.path.join(project, folder)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        files.restrict_path(path, 0o700)
+        files.make_owner_only_folder(os.path.join(project, folder))
 
 
 def apply(project: str, changes: Sequence[Change]) -> str:
@@ -239,7 +229,7 @@ def apply(project: str, changes: Sequence[Change]) -> str:
             _make_folders(change.path, created)
         # A file its client rewrites goes first: if it changed since it was read, nothing else is written either.
         changes = sorted(changes, key=lambda change: change.edits is None)
-        files = []
+        records = []
         for index, change in enumerate(changes):
             record: dict[str, Any] = {"path": change.path, "written": _digest(change.after), "backup": None}
             if change.before is not None:
@@ -248,8 +238,8 @@ def apply(project: str, changes: Sequence[Change]) -> str:
                 atomic_write(os.path.join(run, record["backup"]), change.before, 0o600)
             if change.edits is not None:
                 record["edits"] = [edit.record() for edit in change.edits]
-            files.append(record)
-        manifest = {"version": 1, "files": files, "created_folders": created}
+            records.append(record)
+        manifest = {"version": 1, "files": records, "created_folders": created}
         atomic_write(os.path.join(run, MANIFEST), json.dumps(manifest, indent=2).encode(), 0o600)
         trigger("init.run_recorded")
         for written, change in enumerate(changes):
@@ -328,13 +318,13 @@ def _undo_run(run: str) -> list[Restored]:
     try:
         with open(os.path.join(run, MANIFEST), encoding="utf-8") as handle:
             manifest = json.load(handle)
-        files = manifest["files"]
-        originals = [None if f["backup"] is None else _read(os.path.join(run, f["backup"])) for f in files]
+        records = manifest["files"]
+        originals = [None if f["backup"] is None else _read(os.path.join(run, f["backup"])) for f in records]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InitError(f"the record of {run} is damaged ({exc}); nothing was restored") from exc
     done: list[Restored] = []
     try:
-        for record, original in zip(files, originals, strict=True):
+        for record, original in zip(records, originals, strict=True):
             path = record["path"]
             if "edits" in record:
                 done.append(_undo_edits(record, original))
@@ -344,7 +334,7 @@ def _undo_run(run: str) -> list[Restored]:
             if original is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                    fsync_folder(os.path.dirname(path))
+                    files.sync_folder(os.path.dirname(path))
                 done.append(Restored(path, "removed", kept))
             else:
                 atomic_write(path, original, record.get("mode"))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkpoint_mcp.errors import ClientConfigError
-from checkpoint_mcp.init import clients, gemini, pgpass, wrap
+from checkpoint_mcp.init import clients, gemini, wrap
 
 Shape = clients.StdioEntry | clients.HttpEntry
 
@@ -138,8 +138,8 @@ FORMATS: Final[dict[str, EntryFormat]] = {each.name: each for each in (STANDARD,
 
 def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
     """The (journal, workflow) pairs an entry that runs ``checkpoint`` writes to (relative paths are relative to
-    ``base``; a PostgreSQL URL as `init` writes it, without its password: ``pgpass.written``)."""
-    from checkpoint_mcp.journal import default_workflow_id
+    ``base``; a PostgreSQL URL as `init` writes it, without its password: ``journal.without_password``)."""
+    from checkpoint_mcp.journal import default_workflow_id, is_postgres_url, without_password
     from checkpoint_mcp.session.journals import pair_options
 
     args = view.get("args", [])
@@ -147,8 +147,8 @@ def journals_of(view: Mapping[str, Any], base: str) -> list[tuple[str, str]]:
     pairs = []
     for spec in pair_options(strings):
         location = spec.location
-        if location.startswith(pgpass.SCHEMES):
-            location = pgpass.written(location)
+        if is_postgres_url(location):
+            location = without_password(location)
         else:
             location = os.path.join(base, os.path.expanduser(location))
         pairs.append((location, spec.workflow or default_workflow_id(location)))

@@ -3,8 +3,8 @@
 A project's client files are committed with it, and a user's are copied into a project's (the session server and
 the brief name every journal the wrapped servers write to), so a journal URL is written without its password
 (``postgresql://user:PASSWORD@host/db`` and ``?password=`` alike): ``journal_args`` (``wrap``) is the one place a
-journal becomes an argument in a file, and it writes ``written(location)``. An entry the user wrote keeps what the
-user wrote.
+journal becomes an argument in a file, and it writes ``journal.without_password(location)``. An entry the user
+wrote keeps what the user wrote.
 
 The proxy, the session server and the brief then reach the database as libpq does for a URL without a password:
 from the password file (the file ``PGPASSFILE`` names, else ``~/.pgpass``, owner-only, one
@@ -15,7 +15,6 @@ the user's password file needs.
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import stat
@@ -23,27 +22,22 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from checkpoint_mcp.journal import without_password
+from checkpoint_mcp.journal import password_in
+from checkpoint_mcp.platforms.paths import home, user_name
 
-SCHEMES: Final = ("postgresql://", "postgres://")
 DEFAULT_PORT: Final = "5432"
 _URL: Final = re.compile(r"postgres(?:ql)?://[^\s\"'<>]+")
 
 
-def written(location: str) -> str:
-    """``location`` as `init` writes it into a file: a PostgreSQL URL without its password; anything else as is."""
-    return without_password(location)
-
-
 def password_file(environ: Mapping[str, str]) -> str:
     """The file libpq reads passwords from: ``PGPASSFILE``, else ``~/.pgpass``."""
-    return environ.get("PGPASSFILE") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".pgpass")
+    return environ.get("PGPASSFILE") or os.path.join(home(environ), ".pgpass")
 
 
 def _fields(url: str) -> tuple[str, str, str, str]:
     """(host, port, database, user) as libpq matches them against the password file."""
     parts = urlsplit(url)
-    user = unquote(parts.username) if parts.username else getpass.getuser()
+    user = unquote(parts.username) if parts.username else user_name()
     database = unquote(parts.path.lstrip("/")) or user
     host = parts.hostname or "localhost"
     return host, str(parts.port or DEFAULT_PORT), database, user
@@ -84,12 +78,10 @@ def unanswered(texts: Iterable[bytes], environ: Mapping[str, str]) -> list[str]:
     for text in texts:
         for found in _URL.findall(text.decode("utf-8", "replace")):
             url = found.rstrip("\\,;)")
-            if urlsplit(url).password is not None:
+            if password_in(url):
                 continue  # the user's own entry, as the user wrote it
             wanted = _fields(url)
-            matched = any(
-                all(have in ("*", want) for have, want in zip(entry, wanted, strict=True)) for entry in entries
-            )
+            matched = any(_matches(entry, wanted) for entry in entries)
             if not matched and url not in missing:
                 missing.append(url)
     return missing

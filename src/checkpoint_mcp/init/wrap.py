@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from checkpoint_mcp.init import pgpass
 from checkpoint_mcp.init.clients import HttpEntry, StdioEntry
+from checkpoint_mcp.journal import without_password
 from checkpoint_mcp.platforms import commands
 from checkpoint_mcp.platforms.host import HOST
 
@@ -133,8 +133,8 @@ class Wrapping:
 
 def journal_args(location: str, workflow: str) -> list[str]:
     """``--journal J --workflow-id W``: the one place a journal becomes text in a file `init` writes, so a
-    PostgreSQL URL is written without its password (``pgpass.written``)."""
-    return ["--journal", pgpass.written(location), "--workflow-id", workflow]
+    PostgreSQL URL is written without its password (``journal.without_password``)."""
+    return ["--journal", without_password(location), "--workflow-id", workflow]
 
 
 def holds_client_variable(word: str) -> bool:

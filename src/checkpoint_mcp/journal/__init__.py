@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from checkpoint_mcp.journal.base import Journal, decide
 from checkpoint_mcp.journal.records import CallRecord, CallState
@@ -43,6 +43,19 @@ def password_in(location: str) -> str:
     if parts.password:
         return parts.password
     return next((value for name, value in parse_qsl(parts.query) if name == "password"), "")
+
+
+def scrubbed(text: str, location: str) -> str:
+    """``text`` (a driver's error, which may quote the URL, or a database, user or host name that is the password's
+    text) without the password of ``location``, as written in the URL or decoded.
+
+    Raises:
+        ValueError: ``location`` cannot be read as a URL.
+    """
+    password = password_in(location)
+    for secret in {password, unquote(password)} if password else ():
+        text = text.replace(secret, "***")
+    return text
 
 
 def open_journal(location: str, *, create: bool = True, audit_key: bytes | None = None) -> Journal:

@@ -33,7 +33,7 @@ from checkpoint_mcp.errors import (
     WorkflowOwned,
     WorkflowShared,
 )
-from checkpoint_mcp.journal import chain, password_in, pgwrites, without_password
+from checkpoint_mcp.journal import chain, pgwrites, scrubbed, without_password
 from checkpoint_mcp.journal.base import OwnerInfo, Ownership, described
 from checkpoint_mcp.journal.chain import start_chains
 from checkpoint_mcp.journal.identity import Found, postgres_identity
@@ -157,7 +157,6 @@ class PostgresJournal(SqlJournal):
         self._url = url
         self.audit_key = audit_key
         self.location = without_password(url)
-        self._secret = password_in(url)
         self._owned: dict[str, OwnerInfo] = {}
         self._application = "checkpoint"  # a replica's sessions carry its name, for pg_stat_activity
         self._conn: Any = None
@@ -172,7 +171,7 @@ class PostgresJournal(SqlJournal):
     # ---- connection ---------------------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return scrubbed(text, self._url)
 
     @contextmanager
     def _translated(self, action: str) -> Iterator[None]:

@@ -101,11 +101,11 @@ class _PostgresReader(JournalReader):
                 "a PostgreSQL journal needs psycopg: pip install 'checkpoint-mcp[postgres]'"
             ) from None
 
-        from checkpoint_mcp.journal import password_in, without_password
+        from checkpoint_mcp.journal import without_password
 
         self._psycopg = psycopg
         self.location = without_password(url)
-        self._secret = password_in(url)
+        self._url = url
         with self._translated():
             self._conn = psycopg.connect(
                 url,
@@ -136,7 +136,9 @@ class _PostgresReader(JournalReader):
         try:
             yield
         except self._psycopg.Error as exc:
-            text = str(exc).replace(self._secret, "***") if self._secret else str(exc)
+            from checkpoint_mcp.journal import scrubbed
+
+            text = scrubbed(str(exc), self._url)
             raise JournalUnavailable(f"cannot read journal {self.location}: {text.strip()}") from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

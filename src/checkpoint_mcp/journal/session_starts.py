@@ -109,28 +109,13 @@ def _recorded(location: str, row: tuple[str, str, str, str | None]) -> str | Non
 
 
 def _scrubbed(text: str, location: str) -> str:
-    """``text`` without the password of ``location`` (a driver's error may quote the URL, or a database, user or
-    host name that is the password's text), as written in the URL or decoded."""
-    from urllib.parse import unquote
-
-    from checkpoint_mcp.journal import password_in
+    """``text`` without the password of ``location`` (``journal.scrubbed``)."""
+    from checkpoint_mcp.journal import scrubbed
 
     try:
-        password = password_in(location)
+        return scrubbed(text, location)
     except ValueError:
         return "the journal's URL cannot be read"
-    for secret in {password, unquote(password)} if password else ():
-        text = text.replace(secret, "***")
-    return text
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        password = urlsplit(location).password
-    except ValueError:
-        return "the journal's URL cannot be read"
-    for secret in {password, unquote(password)} if password else ():
-        text = text.replace(secret, "***")
-    return text
 
 
 def _statement(version: int, row: tuple[str, str, str, str | None]) -> tuple[str, tuple[Any, ...]]:

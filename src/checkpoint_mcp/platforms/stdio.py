@@ -27,12 +27,17 @@ from typing import IO, Any, Final
 
 from checkpoint_mcp.platforms.host import HOST
 
-READ_SIZE: Final = 1 << 16  # a pipe holds 64 KiB
 DEFAULT_HIGH: Final = 1 << 16
 
 
+def call_from_thread(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:
+    """Hand ``callback(*args)`` to ``loop`` from another thread; nothing if the loop is closed (nobody listens)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
 async def connect_read(
-    loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, file: IO[bytes], *, max_size: int = READ_SIZE
+    loop: asyncio.AbstractEventLoop, protocol: asyncio.Protocol, file: IO[bytes], *, max_size: int
 ) -> asyncio.ReadTransport:
     """Pump ``file`` into ``protocol``: by the loop where it can watch it, else by a thread (which also reads regular
     files and devices an event loop refuses, such as ``/dev/null``)."""
@@ -88,17 +93,13 @@ class ThreadReader(asyncio.ReadTransport):
                 break
             if not data:
                 break
-            self._call(self._deliver, data)
+            call_from_thread(self._loop, self._deliver, data)
         with self._lock:
             self._thread_done = True
             close = self._closing
         if close:
             self._file.close()
-        self._call(self._end, error)
-
-    def _call(self, callback: Any, *args: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
-            self._loop.call_soon_threadsafe(callback, *args)
+        call_from_thread(self._loop, self._end, error)
 
     def _deliver(self, data: bytes) -> None:
         if not self._closing:
@@ -183,17 +184,13 @@ class ThreadWriter(asyncio.WriteTransport):
                 self._queued -= len(data)
                 left = self._queued
             if left <= self._low:
-                self._call(self._maybe_resume)
+                call_from_thread(self._loop, self._maybe_resume)
         with self._ready:
             self._queue.clear()
             self._queued = 0
         with contextlib.suppress(OSError):
             self._file.close()
-        self._call(self._end, error)
-
-    def _call(self, callback: Any, *args: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
-            self._loop.call_soon_threadsafe(callback, *args)
+        call_from_thread(self._loop, self._end, error)
 
     def _maybe_resume(self) -> None:
         if self._paused and self._queued <= self._low:

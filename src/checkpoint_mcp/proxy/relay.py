@@ -298,23 +298,24 @@ class Relay:
         await self._connect_client_writer(loop)
         await self._upstream.start(self)
         restore_signals = signals.on_loop(loop, self.on_signal)
-        self._client_reader = await stdio.connect_read(
-            loop, Reader(self.client_data, self.client_eof), self._client_in, max_size=PIPE_READ
-        )
-
-        client_gone = asyncio.ensure_future(self._client_gone.wait())
-        upstream_gone = asyncio.ensure_future(self._upstream_gone.wait())
-        await asyncio.wait({client_gone, upstream_gone}, return_when=asyncio.FIRST_COMPLETED)
-        if self._upstream_gone.is_set() and not self._client_gone.is_set():
-            code = await self._after_upstream_died()
-        else:
-            code = await self._after_client_left()
-        for task in (client_gone, upstream_gone):
-            task.cancel()
-        if self._committer is not None:
-            await self._committer.close()
-        await self._flush_client()
-        restore_signals()
+        try:
+            self._client_reader = await stdio.connect_read(
+                loop, Reader(self.client_data, self.client_eof), self._client_in, max_size=PIPE_READ
+            )
+            client_gone = asyncio.ensure_future(self._client_gone.wait())
+            upstream_gone = asyncio.ensure_future(self._upstream_gone.wait())
+            await asyncio.wait({client_gone, upstream_gone}, return_when=asyncio.FIRST_COMPLETED)
+            if self._upstream_gone.is_set() and not self._client_gone.is_set():
+                code = await self._after_upstream_died()
+            else:
+                code = await self._after_client_left()
+            for task in (client_gone, upstream_gone):
+                task.cancel()
+            if self._committer is not None:
+                await self._committer.close()
+            await self._flush_client()
+        finally:
+            restore_signals()  # a handler left behind a closed loop would swallow the next SIGINT or SIGTERM
         return code
 
     async def _connect_client_writer(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -191,5 +191,4 @@ def _wait_into(proc: LocalProcess, loop: asyncio.AbstractEventLoop, exited: asyn
         if not exited.done():
             exited.set_result(code)
 
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the proxy is ending anyway
-        loop.call_soon_threadsafe(report)
+    stdio.call_from_thread(loop, report)

@@ -22,10 +22,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import IO, Final
+from typing import Final
 
-from checkpoint_mcp.platforms import commands
 from checkpoint_mcp.upstream.stdio import procfs
+from checkpoint_mcp.upstream.stdio.tree import PopenTree, popen_shell
 
 assert sys.platform != "win32", "process groups are POSIX's (process.spawn chooses)"
 
@@ -46,51 +46,31 @@ if said != b"x":
 """
 
 
-class GroupTree:
+class GroupTree(PopenTree):
     """A local upstream leading its own process group (``tree.LocalProcess``), guarded by a watchdog (or not)."""
 
     def __init__(self, popen: subprocess.Popen[bytes], watchdog: tuple[subprocess.Popen[bytes], int] | None) -> None:
-        assert popen.stdin is not None
-        assert popen.stdout is not None
-        self._popen = popen
+        super().__init__(popen)
         self._watchdog = watchdog  # the watchdog, and our end of its pipe
         self._killed = False
-        self.pid = popen.pid
-        self.stdin: IO[bytes] = popen.stdin
-        self.stdout: IO[bytes] = popen.stdout
-        self.returncode: int | None = None
-
-    @property
-    def keeps_tree(self) -> bool:
-        """Never: the shell's exit says nothing of its group."""
-        return False
 
     @property
     def watched_pid(self) -> int | None:
         """The shell (a pidfd only where ``host`` allows it)."""
         return self.pid
 
-    def wait(self) -> int:
-        """Block until the shell exits; its returncode."""
-        self.returncode = self._popen.wait()
-        return self.returncode
-
     def terminate(self) -> None:
         """SIGTERM to the group."""
-        _signal_group(self.pid, signal.SIGTERM)
+        signal_group(self.pid, signal.SIGTERM)
 
     def kill_tree(self) -> None:
         """SIGKILL to the group."""
         self._killed = True
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
 
     def tree_alive(self) -> bool:
         """Whether some member of the group is still running (zombies do not count)."""
         return group_alive(self.pid, killed=self._killed)
-
-    def writer_left(self) -> bool:
-        """Unknown here: yes."""
-        return True
 
     def close(self) -> None:
         """Tell the watchdog the group is ended (or, if it is not, leave the rest to it), and reap it."""
@@ -120,22 +100,13 @@ def spawn(
     Raises:
         OSError: the shell (or its watchdog) could not be started.
     """
-    popen = subprocess.Popen(
-        commands.shell_args(command),
-        env=environ,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if quiet else None,
-        start_new_session=True,
-        bufsize=0,
-    )
+    popen = popen_shell(command, environ, cwd=cwd, quiet=quiet, new_session=True)
     guard = None
     if watchdog:
         try:
             guard = _start_watchdog(popen.pid)
         except OSError:
-            _signal_group(popen.pid, signal.SIGKILL)
+            signal_group(popen.pid, signal.SIGKILL)
             popen.wait()
             raise
     return GroupTree(popen, guard)
@@ -164,7 +135,8 @@ def _start_watchdog(group: int) -> tuple[subprocess.Popen[bytes], int]:
     return process, write_end
 
 
-def _signal_group(pgid: int, signum: int) -> None:
+def signal_group(pgid: int, signum: int) -> None:
+    """Send ``signum`` to process group ``pgid``, if any of it is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
 

@@ -21,9 +21,9 @@ import logging
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import IO, Any, cast
+from typing import Any, cast
 
-from checkpoint_mcp.platforms import commands
+from checkpoint_mcp.upstream.stdio.tree import PopenTree, popen_shell
 
 assert sys.platform == "win32", "Job Objects are Windows' (process.spawn chooses)"
 
@@ -38,33 +38,17 @@ CREATION_FLAGS = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WIND
 """A group of its own (a console's Ctrl+C is not the upstream's), and no console window of its own."""
 
 
-class JobTree:
+class JobTree(PopenTree):
     """A local upstream in a Job Object of its own (``tree.LocalProcess``)."""
 
     def __init__(self, popen: subprocess.Popen[bytes], job: Any | None) -> None:
-        assert popen.stdin is not None
-        assert popen.stdout is not None
-        self._popen = popen
+        super().__init__(popen)
         self._job = job  # None: the job could not be made; the process alone is ended
-        self.pid = popen.pid
-        self.stdin: IO[bytes] = popen.stdin
-        self.stdout: IO[bytes] = popen.stdout
-        self.returncode: int | None = None
-
-    @property
-    def keeps_tree(self) -> bool:
-        """Never: the first process's exit says nothing of the job."""
-        return False
 
     @property
     def watched_pid(self) -> int | None:
         """None: Windows has no pidfd; a thread waits."""
         return None
-
-    def wait(self) -> int:
-        """Block until the first process exits; its exit code."""
-        self.returncode = self._popen.wait()
-        return self.returncode
 
     def terminate(self) -> None:
         """End the job: Windows has no group-wide SIGTERM (the stdin close was the server's chance)."""
@@ -88,10 +72,6 @@ class JobTree:
             return self._popen.poll() is None
         return int(info["ActiveProcesses"]) > 0
 
-    def writer_left(self) -> bool:
-        """Unknown here: yes."""
-        return True
-
     def close(self) -> None:
         """Close our handle on the job (which kills whatever is left in it)."""
         job, self._job = self._job, None
@@ -109,16 +89,7 @@ def spawn(
     Raises:
         OSError: the shell could not be started.
     """
-    popen = subprocess.Popen(
-        commands.shell_args(command),
-        env=environ,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if quiet else None,
-        creationflags=CREATION_FLAGS,
-        bufsize=0,
-    )
+    popen = popen_shell(command, environ, cwd=cwd, quiet=quiet, creationflags=CREATION_FLAGS)
     return JobTree(popen, _job_for(popen.pid))
 
 

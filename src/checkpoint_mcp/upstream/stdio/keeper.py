@@ -32,13 +32,14 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import IO, NoReturn
 
+from checkpoint_mcp.platforms.commands import POSIX_SHELL
 from checkpoint_mcp.upstream.stdio import procfs
 
 assert sys.platform != "win32", "the keeper is Linux's (process.spawn chooses)"
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-SHELL = "/bin/sh"
+SHELL = POSIX_SHELL
 _WATCHED = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _FD_LIMIT = 1 << 16  # the keeper closes every inherited descriptor below this one
 

@@ -8,7 +8,11 @@ whole tree goes when the proxy goes, SIGKILL included, and ``kill_tree`` takes i
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Mapping
 from typing import IO, Protocol
+
+from checkpoint_mcp.platforms import commands
 
 
 class LocalProcess(Protocol):
@@ -54,3 +58,60 @@ class LocalProcess(Protocol):
     def close(self) -> None:
         """Let go of what holds the tree (the tree is gone, or is being let go with the proxy)."""
         ...
+
+
+class PopenTree:
+    """What the group and job ways share (``group.GroupTree``, ``job.JobTree``): a shell started by ``Popen``, whose
+    own exit says nothing of its tree, and whose tree's writers cannot be told."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdin is not None
+        assert popen.stdout is not None
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdin: IO[bytes] = popen.stdin
+        self.stdout: IO[bytes] = popen.stdout
+        self.returncode: int | None = None
+
+    @property
+    def keeps_tree(self) -> bool:
+        """Never: the first process's exit says nothing of the rest of the tree."""
+        return False
+
+    def wait(self) -> int:
+        """Block until the first process exits; its returncode."""
+        self.returncode = self._popen.wait()
+        return self.returncode
+
+    def writer_left(self) -> bool:
+        """Unknown here: yes."""
+        return True
+
+
+def popen_shell(
+    command: str,
+    environ: Mapping[str, str] | None,
+    *,
+    cwd: str | None,
+    quiet: bool,
+    new_session: bool = False,
+    creationflags: int = 0,
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` with the platform's shell, with pipes for its stdin and stdout (``environ``: its whole
+    environment, None: ours; ``quiet``: its stderr goes nowhere; ``new_session``: POSIX's session and process group
+    of its own; ``creationflags``: Windows').
+
+    Raises:
+        OSError: the shell could not be started.
+    """
+    return subprocess.Popen(
+        commands.shell_args(command),
+        env=environ,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else None,
+        start_new_session=new_session,
+        creationflags=creationflags,
+        bufsize=0,
+    )

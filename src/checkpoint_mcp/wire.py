@@ -51,12 +51,15 @@ class _TooDeep:
 
 
 TOO_DEEP: Final = _TooDeep()
+"""The value of a member of ``Message.body`` that was nested too deeply for the JSON parser."""
 
 JOURNAL_META: Final = "checkpoint/journal"
 """The result ``_meta`` key under which every journaled result says ``{"workflow", "seq", "replayed"}`` (with
 ``"repeatOf"`` on a repeat answered with the original's result, and ``"approval"``, the request's id, on a call
 that ran on an approval): what a client, a trace and the gateway's metrics read of a journaled answer."""
-"""The value of a member of ``Message.body`` that was nested too deeply for the JSON parser."""
+
+PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
+"""The ``_meta`` key of a 2026-07-28 request that names its protocol version (no header needed to read it)."""
 
 
 class Message(NamedTuple):

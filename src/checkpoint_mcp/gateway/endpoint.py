@@ -53,13 +53,12 @@ from checkpoint_mcp.refusals import (
     SPEC_PROTOCOL_ERRORS,
     TRANSPORT_ERROR,
 )
-from checkpoint_mcp.wire import Kind, Message, WireParseError, classify
+from checkpoint_mcp.wire import PROTOCOL_VERSION_META, Kind, Message, WireParseError, classify
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 SESSION_ERA_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
-PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 SESSION_HEADER = b"mcp-session-id"
 PRIMING_SINCE = "2025-11-25"  # the first protocol version whose clients take an event without data (SEP-1699)
@@ -224,7 +223,7 @@ class McpEndpoint:
             return version not in SESSION_ERA_VERSIONS
         params = message.params
         meta = params.get("_meta") if isinstance(params, dict) else None
-        return isinstance(meta, dict) and PROTOCOL_META in meta
+        return isinstance(meta, dict) and PROTOCOL_VERSION_META in meta
 
     @staticmethod
     def _header_mismatch(scope: Scope, message: Message) -> str | None:
@@ -235,10 +234,9 @@ class McpEndpoint:
         version = header(scope, b"mcp-protocol-version")
         if version is None:
             return "Header mismatch: the MCP-Protocol-Version header is required"
-        if PROTOCOL_META in meta and meta[PROTOCOL_META] != version:
-            return (
-                f"Header mismatch: MCP-Protocol-Version {version!r} does not match the body's {meta[PROTOCOL_META]!r}"
-            )
+        if PROTOCOL_VERSION_META in meta and meta[PROTOCOL_VERSION_META] != version:
+            body = meta[PROTOCOL_VERSION_META]
+            return f"Header mismatch: MCP-Protocol-Version {version!r} does not match the body's {body!r}"
         method = header(scope, b"mcp-method")
         if method is not None and message.method is not None and method != message.method:
             return f"Header mismatch: Mcp-Method header value {method!r} does not match body value {message.method!r}"

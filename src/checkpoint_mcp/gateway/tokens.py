@@ -300,9 +300,7 @@ class KeySet:
             if now - self._fetched > self._lifetime and now - self._tried >= REFRESH_AT_MOST_EVERY:
                 self._refresh()  # in the background: the keys held serve this request and those meanwhile
             return found
-        fetching = self._fetching
-        if (fetching is None or fetching.done()) and now - self._tried >= REFRESH_AT_MOST_EVERY:
-            fetching = self._refresh()
+        fetching = self._refresh() if now - self._tried >= REFRESH_AT_MOST_EVERY else self._fetching
         if fetching is not None and not fetching.done():
             await asyncio.shield(fetching)  # a request that goes away does not stop the fetch others wait for
         found = self._find(kid, algorithm)

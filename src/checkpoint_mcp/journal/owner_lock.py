@@ -15,10 +15,14 @@ flight while it is held, in doubt once it is not.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
+import time
+from collections.abc import Iterator
+from typing import Any
 
 from checkpoint_mcp.clock import utc_now
 from checkpoint_mcp.journal.base import OwnerInfo
@@ -95,22 +99,41 @@ def probe(path: str) -> OwnerInfo | None:
 def sharers(journal_path: str, root: str) -> list[OwnerInfo]:
     """The live replicas that share the lineage rooted at ``root`` (their presences name it), by reading every lock
     of the journal's folder; none taken."""
+    found: list[OwnerInfo] = []
+    for path, details in _locks_of(journal_path):
+        if root in details.get("shares", ()):
+            owner = probe(path)
+            if owner is not None:
+                found.append(owner)
+    return found
+
+
+def prune_presences(journal_path: str, stale_seconds: float) -> None:
+    """Remove the presence locks of replicas that died without closing (SIGKILL): unheld, and older than
+    ``stale_seconds``, so never the lock of a replica that is starting (it takes its lock at once)."""
+    now = time.time()
+    for path, details in _locks_of(journal_path):
+        workflow = details.get("workflow")
+        if not isinstance(workflow, str) or not workflow.startswith(PRESENCE):
+            continue
+        with contextlib.suppress(OSError):
+            if now - os.stat(path).st_mtime >= stale_seconds and probe(path) is None:
+                os.unlink(path)
+
+
+def _locks_of(journal_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each lock of the journal's folder with what its holder wrote (those that cannot be read are skipped)."""
     folder = owners_folder(journal_path)
     try:
         names = sorted(os.listdir(folder))
     except OSError:
-        return []
-    found: list[OwnerInfo] = []
+        return
     for name in names:
         path = os.path.join(folder, name)
         try:
             with open(path, "rb") as handle:
-                data = json.loads(handle.read(locks.DETAILS_LIMIT) or b"{}")
+                details = json.loads(handle.read(locks.DETAILS_LIMIT) or b"{}")
         except (OSError, ValueError):
             continue
-        if not isinstance(data, dict) or root not in data.get("shares", ()):
-            continue
-        owner = probe(path)
-        if owner is not None:
-            found.append(owner)
-    return found
+        if isinstance(details, dict):
+            yield path, details

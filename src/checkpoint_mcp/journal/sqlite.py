@@ -21,7 +21,6 @@ others is the user's choice: it is warned about, never changed. On macOS every s
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -221,29 +220,6 @@ class _FilePresence:
         if HOST.platform == "win32":  # an open file cannot be removed there: it goes once closed
             with contextlib.suppress(OSError):
                 os.unlink(self._path)
-
-
-def _prune_presences(folder: str) -> None:
-    """Remove the presence locks of replicas that died without closing (SIGKILL): unheld, and older than
-    ``STALE_PRESENCE_SECONDS``, so never the lock of a replica that is starting (it takes its lock at once)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    now = time.time()
-    for name in names:
-        path = os.path.join(folder, name)
-        try:
-            if now - os.stat(path).st_mtime < STALE_PRESENCE_SECONDS:
-                continue
-            with open(path, "rb") as handle:
-                text = handle.read(4096)
-            if not json.loads(text or b"{}").get("workflow", "").startswith(owner_lock.PRESENCE):
-                continue
-            if owner_lock.probe(path) is None:
-                os.unlink(path)
-        except (OSError, ValueError, AttributeError):
-            continue
 
 
 class SqliteJournal(SqlJournal):
@@ -600,7 +576,7 @@ class SqliteJournal(SqlJournal):
         Raises:
             JournalUnavailable: the lock cannot be created.
         """
-        _prune_presences(self.owners_dir)
+        owner_lock.prune_presences(self.path, STALE_PRESENCE_SECONDS)
         replica_id = uuid.uuid4().hex[:16]
         path = owner_lock.presence_path(self.path, replica_id)
         try:

@@ -34,7 +34,16 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from checkpoint_mcp import refusals
 from checkpoint_mcp.telemetry import CallTrace, Peer, Telemetry
-from checkpoint_mcp.wire import JOURNAL_META, Kind, Message, WireParseError, classify, dumps, id_key
+from checkpoint_mcp.wire import (
+    JOURNAL_META,
+    PROTOCOL_VERSION_META,
+    Kind,
+    Message,
+    WireParseError,
+    classify,
+    dumps,
+    id_key,
+)
 
 INSTRUMENTATION = "checkpoint_mcp"
 SHUTDOWN_SECONDS = 3.0  # at exit: how long the last export may take (the SDK's own default would be 30 s)
@@ -44,7 +53,6 @@ REPEAT_OF = "repeatOf"  # in JOURNAL_META: a repeat caught by a tool policy, ans
 SETTLED_META = "checkpoint/settled"  # an in-doubt call settled by a tool policy's probe
 COMMIT_SPAN = "checkpoint.journal.commit"
 NAMED_TARGETS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 
 # What the journal decided, by the code of the refusal the client got. A refusal not named here that reaches
 # the client of a call that went upstream is the outcome of a run (the upstream's own error, or the upstream

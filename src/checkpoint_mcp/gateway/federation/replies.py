@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoint_mcp.wire import Message, encode
-
-PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
+from checkpoint_mcp.wire import PROTOCOL_VERSION_META, Message, encode, error_line
 
 
 def result(message: Message, value: dict[str, Any]) -> bytes:
@@ -20,7 +18,7 @@ def error(message: Message, code: int, text: str, data: dict[str, Any] | None = 
     body: dict[str, Any] = {"code": code, "message": text}
     if data is not None:
         body["data"] = data
-    return encode({"jsonrpc": "2.0", "id": message.id, "error": body})
+    return error_line(message.id, body)
 
 
 def envelope(message: Message) -> dict[str, Any]:
@@ -35,4 +33,4 @@ def modern(message: Message) -> bool:
     """A 2026-07-28 request (its ``_meta`` names its protocol version)."""
     params = message.params if isinstance(message.params, dict) else {}
     meta = params.get("_meta")
-    return isinstance(meta, dict) and PROTOCOL_META in meta
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META in meta

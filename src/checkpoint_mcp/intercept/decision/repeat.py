@@ -187,13 +187,13 @@ def _event(queued: Note) -> Event:
 
 
 def refusal(
-    found: CallRecord, call: Call, facts: Facts, *, confirm: bool | None = None, session_unknown: bool = False
+    found: CallRecord, call: Call, facts: Facts, *, confirm: bool = False, session_unknown: bool = False
 ) -> RepeatRefused:
     """``RepeatRefused`` for a repeat of the COMPLETED ``found`` under ``repeat = "refuse"`` or ``"confirm"``
     (``confirm``: whatever the rule says, the refusal that asks for a confirmation; ``session_unknown``: because the
     client does not say where its sessions begin)."""
     rule = call.rule
-    asks = rule.repeat is Repeat.CONFIRM if confirm is None else confirm
+    asks = confirm or rule.repeat is Repeat.CONFIRM
     return RepeatRefused(
         workflow=found.workflow,
         seq=found.seq,

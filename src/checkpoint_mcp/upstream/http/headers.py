@@ -12,9 +12,8 @@ import base64
 import re
 from typing import Any, NamedTuple
 
-from checkpoint_mcp.wire import Kind, WireParseError, classify, id_key
+from checkpoint_mcp.wire import PROTOCOL_VERSION_META, Kind, WireParseError, classify, id_key
 
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _HEADER_SAFE = re.compile(r"[\x20-\x7E]*")

@@ -53,6 +53,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
                 "url": project.billing.url,
                 "headers": {"Authorization": f"Bearer {TOKEN}"},
                 "disabled": False,
+                "timeout": 90,
             },
         }
         settings(project).parent.mkdir(parents=True)
@@ -110,6 +111,8 @@ def test_cline_s_servers_are_wrapped_with_their_own_journals_a_second_init_chang
     assert billing["env"] == {"CHECKPOINT_HEADER_AUTHORIZATION": f"Bearer {TOKEN}"}
     assert TOKEN not in json.dumps(billing["args"])
     assert session_entry["timeout"] == 30, "Cline gives an entry without a timeout 3 s to connect"
+    assert mailbox["timeout"] == 60, "a wrapped entry without a timeout gets Cline's request default, not 3 s to start"
+    assert billing["timeout"] == 90, "a timeout of the user's own is kept"
     assert "env" not in session_entry, "a user file's session server names no project: Cline starts it in one"
     assert "beforeRun" in plugin(project).read_text()
 
@@ -120,6 +123,21 @@ def test_cline_s_servers_are_wrapped_with_their_own_journals_a_second_init_chang
 
     undo(project, environment(project))
     assert snapshot(*files) == before
+
+
+@pytest.mark.timeout(300)
+def test_a_wrapped_server_slower_to_start_than_cline_s_three_seconds_still_connects(project: Project) -> None:
+    """Cline gives an entry without ``timeout`` 3 s to answer ``initialize``; `init` writes Cline's request default
+    (60 s) on each wrapped entry without one, so a server that answers after 4 s (a proxy's start on a loaded
+    machine) is offered to the model."""
+    document = json.loads(settings(project).read_text())
+    document["mcpServers"]["mailbox"]["env"]["MAILBOX_START_DELAY"] = "4"
+    settings(project).write_text(json.dumps(document, indent=2) + "\n")
+    init(project, "cline", env=environment(project))
+
+    model = ChatModel([])
+    session(project, model)
+    assert "mailbox__send_email" in model.offered_names(), model.offered_names()
 
 
 @pytest.mark.timeout(400)

@@ -57,6 +57,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
                 "url": project.billing.url,
                 "headers": {"Authorization": "Bearer {env:BILLING_TOKEN}"},
                 "enabled": True,
+                "timeout": 12000,
             },
         }
         document = {"$schema": "https://opencode.ai/config.json", "mcp": servers}
@@ -147,6 +148,8 @@ def test_opencode_connects_to_every_wrapped_server_a_second_init_changes_nothing
     assert billing["command"][-4:] == upstream
     assert billing["environment"] == {"CHECKPOINT_HEADER_AUTHORIZATION": "Bearer {env:BILLING_TOKEN}"}
     assert TOKEN not in json.dumps(billing), "OpenCode substitutes the token into the environment, not an argument"
+    assert mailbox["timeout"] == 30000, "a wrapped entry without a timeout gets 30 s to list its tools, not 5"
+    assert billing["timeout"] == 12000, "a timeout of the user's own is kept"
     session_entry = servers["checkpoint-session"]
     assert is_session_server({"command": session_entry["command"][0], "args": session_entry["command"][1:]})
     notes = json.loads(user_config(project).read_text())["mcp"]["notes"]

@@ -8,7 +8,8 @@ Tools (described as a real server would: argument names in the schema, hints whe
 With ``MAILBOX_HOLD=PATH``, ``send_email`` records the mail and then waits until PATH exists before it answers: a
 test kills the client while the call is in flight, after the mail went out. With ``MAILBOX_FAIL=PATH``, while PATH
 exists ``send_email`` sends nothing and reports the failure as a tool error (``isError: true``, "SMTP 451 try
-again later: nothing was sent"), as a mail server that is briefly unavailable does.
+again later: nothing was sent"), as a mail server that is briefly unavailable does. With
+``MAILBOX_START_DELAY=SECONDS`` it reads nothing for that long after it starts, as a server slow to start does.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def call_tool(ident: Any, params: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    time.sleep(float(os.environ.get("MAILBOX_START_DELAY", "0")))
     for line in sys.stdin:
         message = json.loads(line) if line.strip() else None
         if not isinstance(message, dict) or message.get("id") is None or "method" not in message:

@@ -88,7 +88,7 @@ def plan(client: clients.Client, asked: scopes.Asked, outcome: Outcome) -> None:
     journals: list[tuple[str, str]] = []
     sessions: list[tuple[File, str]] = []
     for file in found:
-        journals += _wrap_file(file, entries, asked, outcome, sessions)
+        journals += _wrap_file(file, entries, asked, outcome, sessions, client.start_keys)
     home = _session_home(client, found, asked)
     if home is not None and not sessions and journals:
         outcome.session = wrap.free_server_name(home.servers)
@@ -152,9 +152,11 @@ def _wrap_file(
     asked: scopes.Asked,
     outcome: Outcome,
     sessions: list[tuple[File, str]],
+    start_keys: Sequence[tuple[str, object]],
 ) -> list[tuple[str, str]]:
-    """Wrap every server of one file that is asked for; returns the (journal, workflow) pairs of every server of
-    the file that runs through the proxy now, and notes its session servers in ``sessions``.
+    """Wrap every server of one file that is asked for (each wrapped entry gets ``start_keys`` it lacks: the
+    client's ``Client.start_keys``); returns the (journal, workflow) pairs of every server of the file that runs
+    through the proxy now, and notes its session servers in ``sessions``.
 
     Raises:
         ClientConfigError: an entry is of a shape `init` does not know.
@@ -185,7 +187,10 @@ def _wrap_file(
                 wrapping = wrap.Wrapping(wrapping.launcher, journal, wrapping.policy)
             if asked.policy_of is not None:
                 wrapping = asked.policy_of(file.scope, name, plain, shape, env, wrapping)
-            file.servers[name] = entries.write(wrap.wrap(name, plain, shape, wrapping, entries.holds_variable))
+            wrapped = entries.write(wrap.wrap(name, plain, shape, wrapping, entries.holds_variable))
+            for key, value in start_keys:
+                wrapped.setdefault(key, copy.deepcopy(value))
+            file.servers[name] = wrapped
             outcome.wrapped.append(scopes.Wrapped(file.scope, name, wrapping.journal, path))
             journals.append((wrapping.journal, name))
     return journals

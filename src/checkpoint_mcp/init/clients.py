@@ -108,6 +108,9 @@ class Client:
     ``copilot`` (``additionalContext``), ``cursor`` (``additional_context``), or ``text`` (a plugin's)."""
     session_keys: tuple[tuple[str, object], ...] = ()
     """Keys the session server's entry gets beside its command (Cline's ``timeout``)."""
+    start_keys: tuple[tuple[str, object], ...] = ()
+    """Keys a wrapped entry gets where it has none of its own: the time the client gives a server to start, where
+    its default is too short for the proxy's start (the journal's open, then the server's own start)."""
     notes: tuple[str, ...] = ()
     """What the user must still do for the client to run what `init` wrote; ``{project}`` and ``{servers}`` are
     filled in."""
@@ -126,8 +129,13 @@ class Client:
 CLINE_SESSION_TIMEOUT: Final = 30
 """Seconds Cline gives the session server to connect (Cline 3.0.65 gives an entry without ``timeout`` 3 s, which
 the session server missed on a loaded machine)."""
+CLINE_WRAPPED_TIMEOUT: Final = 60
+"""Seconds Cline gives a wrapped server that had no ``timeout``: an entry's ``timeout`` is both its wait to connect
+(3 s without one, which a wrapped server missed on a loaded machine) and each request's (60 s without one), so
+Cline's own request default keeps every request's wait as it was."""
 OPENCODE_SESSION_TIMEOUT_MS: Final = 30_000
-"""Milliseconds OpenCode waits for the session server's tools (its default, 5 s, is tight on a loaded machine)."""
+"""Milliseconds OpenCode waits for the session server's tools (its default, 5 s, is tight on a loaded machine);
+a wrapped server without a ``timeout`` of its own gets the same (it only bounds the listing of tools)."""
 QWEN_APPROVE_NOTE: Final = (
     "Qwen Code starts a project's server only once you approve it, and a rewritten entry is pending again: run "
     "`qwen mcp approve <name>` in {project} for each of {servers} (or approve them when qwen asks)"
@@ -222,6 +230,7 @@ CLIENTS: Final[dict[str, Client]] = {
         brief="opencode-plugin",
         hook_output="text",
         session_keys=(("enabled", True), ("timeout", OPENCODE_SESSION_TIMEOUT_MS)),
+        start_keys=(("timeout", OPENCODE_SESSION_TIMEOUT_MS),),
         planner="files",
     ),
     COPILOT: Client(
@@ -254,6 +263,7 @@ CLIENTS: Final[dict[str, Client]] = {
         brief="cline-plugin",
         hook_output="text",
         session_keys=(("timeout", CLINE_SESSION_TIMEOUT),),
+        start_keys=(("timeout", CLINE_WRAPPED_TIMEOUT),),
         planner="files",
     ),
     QWEN: Client(
